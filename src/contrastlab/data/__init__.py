@@ -1,0 +1,1 @@
+"""Datasets (Fashion-MNIST, CIFAR, STL-10, image folders, synthetic) and PU splits."""

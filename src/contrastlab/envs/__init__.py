@@ -1,0 +1,1 @@
+"""DeepMind Control Suite pixel environments with the gymnasium API."""

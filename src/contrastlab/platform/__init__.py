@@ -1,0 +1,1 @@
+"""The core everything plugs into: hook specs, plugin manager, registries, configs, runs and the CLI."""

@@ -1,0 +1,242 @@
+"""Typed registries of losses, samplers, encoders and task plugins.
+
+A component is a class (or factory) that declares its metadata as class attributes:
+
+* ``name``: the registry name (``"dcl"``);
+* ``description``: one line (defaults to the first docstring line);
+* ``hyperparameters``: a tuple of :class:`HParam` (name, default, valid range, meaning, source);
+* ``label_kinds`` (losses only): the kinds of observed labels the component needs, empty when it ignores labels.
+
+Registries give clear errors with near-miss suggestions for unknown names and unknown hyperparameters.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from contrastlab.platform.errors import ConfigError, UnknownNameError
+
+
+@dataclass(frozen=True)
+class HParam:
+    """One documented hyperparameter of a component."""
+
+    name: str
+    """Keyword argument name (fixed by DESIGN.md for the built-ins)."""
+    default: Any
+    """Default value; its source is given in ``source``."""
+    description: str
+    """What it means, in one line."""
+    range: str = ""
+    """Valid range in interval notation, e.g. ``[0, 1)``, or the allowed choices."""
+    source: str = ""
+    """Where the default comes from (paper, section, or reference code)."""
+    check: Callable[[Any], bool] | None = field(default=None, compare=False, repr=False)
+    """Optional predicate; a value for which it returns False is rejected with the range in the message."""
+
+    def validate(self, value: Any, owner: str) -> None:
+        """Raise :class:`ConfigError` naming the parameter and its range when ``value`` is not admissible."""
+        ok = True
+        if self.check is not None:
+            try:
+                ok = bool(self.check(value))
+            except (TypeError, ValueError):
+                ok = False
+        if not ok:
+            raise ConfigError(f"{owner}: {self.name}={value!r} is out of range; valid range: {self.range}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly description."""
+        return {
+            "name": self.name,
+            "default": self.default,
+            "range": self.range,
+            "description": self.description,
+            "source": self.source,
+        }
+
+
+def suggest(name: str, valid: list[str]) -> str:
+    """A ``" Did you mean 'x'?"`` suffix for the closest valid name, or an empty string."""
+    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+    return f" Did you mean '{close[0]}'?" if close else ""
+
+
+def unknown_name_message(kind: str, name: str, valid: list[str]) -> str:
+    """The one-line message for an unknown name: the valid names and the closest one."""
+    return f"unknown {kind} '{name}'; valid: {', '.join(sorted(valid)) or '(none)'}.{suggest(name, valid)}"
+
+
+@dataclass(frozen=True)
+class Component:
+    """A registered component and where it came from."""
+
+    kind: str
+    name: str
+    factory: Any
+    package: str
+    description: str
+    hyperparameters: tuple[HParam, ...] = ()
+
+    @property
+    def label_kinds(self) -> frozenset[str]:
+        """Kinds of observed labels the component needs (``{"class"}``, ``{"pu"}``); empty if it ignores them."""
+        return frozenset(getattr(self.factory, "label_kinds", frozenset()))
+
+    def hparam(self, name: str) -> HParam:
+        """The hyperparameter called ``name``, or an error listing the valid ones."""
+        for hp in self.hyperparameters:
+            if hp.name == name:
+                return hp
+        valid = [hp.name for hp in self.hyperparameters]
+        raise UnknownNameError(
+            f"{self.kind} '{self.name}' has no hyperparameter '{name}'; valid: "
+            f"{', '.join(valid) or '(none)'}.{suggest(name, valid)}"
+        )
+
+    def defaults(self) -> dict[str, Any]:
+        """Every hyperparameter with its default value."""
+        return {hp.name: hp.default for hp in self.hyperparameters}
+
+    def resolve(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Defaults updated with ``overrides``; unknown names and out-of-range values raise."""
+        values = self.defaults()
+        for key, value in (overrides or {}).items():
+            hp = self.hparam(key)
+            values[key] = _coerce_like(hp.default, value, f"{self.kind} '{self.name}'", key)
+        for hp in self.hyperparameters:
+            hp.validate(values[hp.name], f"{self.kind} '{self.name}'")
+        return values
+
+    def create(self, **kwargs: Any) -> Any:
+        """Instantiate the component with validated hyperparameters (extra non-hyperparameter kwargs pass through
+        only if the factory accepts them, e.g. ``in_channels`` for encoders)."""
+        names = {hp.name for hp in self.hyperparameters}
+        hparams = {k: v for k, v in kwargs.items() if k in names}
+        extra = {k: v for k, v in kwargs.items() if k not in names}
+        if extra:
+            accepted = _accepted_kwargs(self.factory)
+            unknown = [k for k in extra if accepted is not None and k not in accepted]
+            if unknown:
+                self.hparam(unknown[0])  # raises with the valid names
+        return self.factory(**self.resolve(hparams), **extra)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly description (used by ``platform list --json``)."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "kind": self.kind,
+            "package": self.package,
+            "description": self.description,
+            "hyperparameters": [hp.as_dict() for hp in self.hyperparameters],
+        }
+        if self.kind == "loss":
+            out["label_kinds"] = sorted(self.label_kinds)
+        return out
+
+
+def _accepted_kwargs(factory: Any) -> set[str] | None:
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params}
+
+
+def _coerce_like(default: Any, value: Any, owner: str, key: str) -> Any:
+    """Coerce strings from the command line to the type of the default (bool/int/float), else keep the value."""
+    try:
+        if isinstance(default, bool):
+            if isinstance(value, str):
+                low = value.strip().lower()
+                if low in {"true", "1", "yes", "on"}:
+                    return True
+                if low in {"false", "0", "no", "off"}:
+                    return False
+                raise ValueError(value)
+            return bool(value)
+        if isinstance(default, int) and not isinstance(value, bool):
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)
+            return int(value)
+        if isinstance(default, float) and not isinstance(value, bool):
+            return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"{owner}: {key}={value!r} is not a valid {type(default).__name__}"
+        ) from None
+    return value
+
+
+def _first_doc_line(obj: Any) -> str:
+    doc = inspect.getdoc(obj) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+class Registry:
+    """Name → :class:`Component` for one kind of component (``loss``, ``sampler``, ``encoder``, ``plugin``)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._items: dict[str, Component] = {}
+
+    def add(
+        self,
+        factory: Any,
+        *,
+        package: str,
+        name: str | None = None,
+        description: str | None = None,
+        hyperparameters: tuple[HParam, ...] | None = None,
+    ) -> Component:
+        """Register ``factory``; a name already taken is an error naming both packages."""
+        name = name or getattr(factory, "name", None)
+        if not name or not isinstance(name, str):
+            raise ConfigError(f"{self.kind} {factory!r} from package '{package}' has no name")
+        if name in self._items:
+            other = self._items[name].package
+            raise ConfigError(
+                f"{self.kind} '{name}' is registered twice: by package '{other}' and by package '{package}'"
+            )
+        comp = Component(
+            kind=self.kind,
+            name=name,
+            factory=factory,
+            package=package,
+            description=description or getattr(factory, "description", None) or _first_doc_line(factory),
+            hyperparameters=tuple(
+                hyperparameters if hyperparameters is not None else getattr(factory, "hyperparameters", ())
+            ),
+        )
+        self._items[name] = comp
+        return comp
+
+    def get(self, name: str) -> Component:
+        """The component called ``name``; unknown names raise with the valid names and a suggestion."""
+        try:
+            return self._items[name]
+        except KeyError:
+            raise UnknownNameError(unknown_name_message(self.kind, name, list(self._items))) from None
+
+    def create(self, name: str, **kwargs: Any) -> Any:
+        """Instantiate ``name`` with validated hyperparameters."""
+        return self.get(name).create(**kwargs)
+
+    def names(self) -> list[str]:
+        """Registered names, sorted."""
+        return sorted(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[Component]:
+        return iter(self._items[n] for n in self.names())
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -1,0 +1,117 @@
+"""What a task plugin is: :class:`TaskPlugin` and the typed config base classes it builds on.
+
+A task plugin owns a whole experiment (a training loop and its evaluation). It declares:
+
+* ``name`` and ``description``;
+* ``config_model``: a subclass of :class:`TaskConfig` with a docstring on every field;
+* ``presets``: named overrides of the config defaults, at least ``smoke`` (CPU, a few minutes);
+* :meth:`TaskPlugin.label_kinds`: which observed labels its batches can carry, so incompatible losses are
+  refused before training;
+* :meth:`TaskPlugin.train` and :meth:`TaskPlugin.evaluate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from contrastlab.platform.run import Run
+
+
+class Section(BaseModel):
+    """Base class of a config section: unknown keys are errors, attribute docstrings become field docs."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+
+
+class ComponentSpec(BaseModel):
+    """A registered component chosen by name, with its hyperparameters as extra keys.
+
+    Example: ``{"name": "dcl", "tau_plus": 0.1}``. The hyperparameters are checked against the registry.
+    """
+
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+
+    name: str
+    """Registry name of the component (see ``platform list``)."""
+
+    def hparams(self) -> dict[str, Any]:
+        """The hyperparameters (every key except ``name``)."""
+        return dict(self.model_extra or {})
+
+
+class TaskConfig(Section):
+    """Settings shared by every task plugin. Plugins subclass this and add their own sections."""
+
+    seed: int = 1
+    """Random seed for torch, numpy and Python; the same seed and config reproduce a CPU run."""
+    device: str = "auto"
+    """Device: auto (CUDA when available, else CPU), cpu, cuda, or cuda:K."""
+    loss: ComponentSpec = Field(default_factory=lambda: ComponentSpec(name="infonce"))
+    """Contrastive loss: registry name plus its hyperparameters (see ``platform list losses``)."""
+    sampler: ComponentSpec = Field(default_factory=lambda: ComponentSpec(name="two_view"))
+    """Sampler that builds logits from embeddings (see ``platform list samplers``)."""
+    encoder: ComponentSpec = Field(default_factory=lambda: ComponentSpec(name="mlp"))
+    """Encoder network (see ``platform list encoders``)."""
+    checkpoint_every: int = Field(default=1000, ge=1)
+    """Save a checkpoint every this many training steps (in the plugin's step unit); always at the end."""
+
+
+@dataclass
+class EvalOptions:
+    """Options of ``platform eval`` passed to :meth:`TaskPlugin.evaluate`."""
+
+    episodes: int | None = None
+    """Evaluation episodes (RL plugins); ``None`` uses the config's value."""
+    video: Path | None = None
+    """Where to save a GIF/MP4 of one evaluation episode (RL plugins), or ``None``."""
+
+
+class TaskPlugin:
+    """Base class of task plugins. Subclass it, fill the class attributes, implement ``train``/``evaluate``."""
+
+    name: ClassVar[str] = ""
+    """Registry name, used as ``--plugin NAME``."""
+    description: ClassVar[str] = ""
+    """One line shown by ``platform list plugins``."""
+    config_model: ClassVar[type[TaskConfig]] = TaskConfig
+    """Typed config with a docstring on every field."""
+    presets: ClassVar[dict[str, dict[str, Any]]] = {"smoke": {}}
+    """Named nested overrides of the config defaults; must contain ``smoke``."""
+    default_preset: ClassVar[str] = "smoke"
+    """Preset used when ``--preset`` is not given."""
+    gpu_presets: ClassVar[frozenset[str]] = frozenset()
+    """Presets sized for a GPU: on a CPU-only machine ``platform train`` warns and suggests ``--preset smoke``."""
+    primary_metric: ClassVar[str] = ""
+    """Name of the headline final metric in ``summary.json`` (used by ``platform compare``)."""
+    higher_is_better: ClassVar[bool] = True
+    """Whether a larger primary metric is better."""
+
+    def label_kinds(self, config: TaskConfig) -> frozenset[str]:
+        """Kinds of observed labels this plugin's batches can carry under ``config`` (``{"class"}``, ``{"pu"}``).
+
+        The CLI refuses a label-aware loss whose ``label_kinds`` do not intersect this set, before training.
+        """
+        return frozenset()
+
+    def check(self, config: TaskConfig) -> None:
+        """Pre-flight checks before any training (data present, renderer available, ...).
+
+        Raise a :class:`~contrastlab.platform.errors.ContrastlabError` with a one-line message on failure.
+        """
+
+    def estimate_seconds(self, config: TaskConfig, device: str) -> float | None:
+        """Rough wall time of ``train`` on ``device`` (for the CPU warning), or ``None`` if unknown."""
+        return None
+
+    def train(self, config: TaskConfig, run: Run) -> dict[str, float]:
+        """Train under ``run`` (logging, checkpoints, progress) and return the final metrics."""
+        raise NotImplementedError
+
+    def evaluate(self, run: Run, options: EvalOptions) -> dict[str, float]:
+        """Re-evaluate the latest checkpoint of ``run`` and return the metrics."""
+        raise NotImplementedError

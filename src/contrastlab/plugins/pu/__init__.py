@@ -1,0 +1,10 @@
+"""The `pu` task plugin."""
+
+from __future__ import annotations
+
+from contrastlab.platform.hookspecs import hookimpl
+
+
+@hookimpl
+def register_plugins(register) -> None:  # noqa: ANN001
+    """Register the `pu` task plugin."""
