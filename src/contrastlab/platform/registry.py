@@ -168,9 +168,7 @@ def _coerce_like(default: Any, value: Any, owner: str, key: str) -> Any:
         if isinstance(default, float) and not isinstance(value, bool):
             return float(value)
     except (TypeError, ValueError):
-        raise ConfigError(
-            f"{owner}: {key}={value!r} is not a valid {type(default).__name__}"
-        ) from None
+        raise ConfigError(f"{owner}: {key}={value!r} is not a valid {type(default).__name__}") from None
     return value
 
 

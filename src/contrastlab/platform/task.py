@@ -104,6 +104,14 @@ class TaskPlugin:
         Raise a :class:`~contrastlab.platform.errors.ContrastlabError` with a one-line message on failure.
         """
 
+    def prepare_config(self, config: TaskConfig, explicit_keys: frozenset[str]) -> TaskConfig:
+        """Adjust a validated config before component hyperparameters are filled in.
+
+        ``explicit_keys`` holds the dotted keys set by the preset, the config file or ``--set``; use it for
+        data-dependent defaults (e.g. ``loss.tau_plus = 1/C`` unless the user set it). Return the config.
+        """
+        return config
+
     def estimate_seconds(self, config: TaskConfig, device: str) -> float | None:
         """Rough wall time of ``train`` on ``device`` (for the CPU warning), or ``None`` if unknown."""
         return None

@@ -1,0 +1,34 @@
+# Two commands on a fresh machine:  `make demo`  and  `make test`.
+export MUJOCO_GL ?= egl
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test test-fast lint format bench clean
+
+setup:  ## create .venv, install pinned dependencies, fetch Fashion-MNIST
+	@bash scripts/setup.sh
+
+demo: setup  ## the headline job: CURL pixel SAC with the PUCL loss, CPU smoke preset (~3 min)
+	$(BIN)/platform train --plugin curl --loss pucl --preset smoke
+
+test: setup  ## the full test suite (what CI runs) plus lint
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/python -m pytest -q
+	$(BIN)/ruff check src tests benchmarks examples
+
+test-fast: setup  ## the suite without tests marked slow
+	$(BIN)/python -m pytest -q -m "not slow"
+
+lint: setup
+	$(BIN)/ruff check src tests benchmarks examples
+
+format: setup
+	$(BIN)/ruff format src tests benchmarks examples
+
+bench: setup  ## print the speed ratios (see docs/results.md)
+	$(BIN)/python benchmarks/losses.py
+	$(BIN)/python benchmarks/curl.py
+	$(BIN)/python benchmarks/simclr.py
+	$(BIN)/python benchmarks/pu.py
+
+clean:
+	rm -rf runs .pytest_cache .ruff_cache

@@ -1,0 +1,200 @@
+"""``platform train`` and ``platform eval``: pre-flight checks, the run lifecycle, and the final summary."""
+
+from __future__ import annotations
+
+import json
+import traceback
+from pathlib import Path
+from typing import Annotated
+
+import torch
+import typer
+from rich.table import Table
+
+from contrastlab.platform.cli_common import console, err_console, get_plugin, user_errors
+from contrastlab.platform.config import resolve_config
+from contrastlab.platform.errors import IncompatibleError
+from contrastlab.platform.plugins import registry
+from contrastlab.platform.run import Run, resolve_device
+from contrastlab.platform.task import EvalOptions, TaskConfig, TaskPlugin
+
+CPU_WARN_SECONDS = 30 * 60
+
+
+def check_compatibility(plugin: TaskPlugin, config: TaskConfig) -> None:
+    """Refuse a label-aware loss on a plugin whose batches cannot carry the labels it needs."""
+    needed = registry("loss").get(config.loss.name).label_kinds
+    if not needed:
+        return
+    available = plugin.label_kinds(config)
+    if not needed & available:
+        have = ", ".join(sorted(available)) or "no labels"
+        raise IncompatibleError(
+            f"loss '{config.loss.name}' needs {' or '.join(sorted(needed))} labels, but plugin '{plugin.name}' "
+            f"provides {have} with this config; choose an unsupervised loss (e.g. infonce, dcl, pucl)"
+        )
+
+
+def _fmt_duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
+
+
+def warn_if_cpu_heavy(plugin: TaskPlugin, config: TaskConfig, preset: str, device: torch.device) -> None:
+    """On a CPU, warn with an ETA when the preset is sized for a GPU, and suggest ``--preset smoke``."""
+    if device.type != "cpu":
+        return
+    estimate = plugin.estimate_seconds(config, "cpu")
+    heavy = preset in plugin.gpu_presets or (estimate is not None and estimate > CPU_WARN_SECONDS)
+    if not heavy:
+        return
+    eta = f" (estimated {_fmt_duration(estimate)} on this CPU)" if estimate else ""
+    err_console.print(
+        f"[bold yellow]warning:[/] preset '{preset}' is sized for a GPU but no CUDA device is available{eta}; "
+        f"for a quick check use --preset smoke",
+        highlight=False,
+    )
+
+
+def print_summary(run: Run, summary: dict) -> None:
+    """The final table plus the exact TensorBoard command."""
+    table = Table(title=f"{run.plugin.name} / {run.config.loss.name} (seed {run.config.seed})")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in summary["metrics"].items():
+        table.add_row(key, f"{value:.4g}")
+    table.add_row("wall time", _fmt_duration(summary["wall_time_s"]))
+    table.add_row("labels used", str(summary["labels_used"]))
+    console.print(table)
+    console.print(f"run directory: {run.dir}")
+    console.print(f"TensorBoard:   platform tensorboard {run.dir}   (or: tensorboard --logdir {run.dir})")
+
+
+def execute(run: Run) -> dict:
+    """Run ``plugin.train`` under ``run``; Ctrl-C and crashes leave a resumable run."""
+    try:
+        metrics = run.plugin.train(run.config, run)
+    except KeyboardInterrupt:
+        run.mark("interrupted")
+        err_console.print(f"interrupted; continue with: platform train --resume {run.dir}")
+        raise typer.Exit(130) from None
+    except Exception as exc:
+        from contrastlab.platform.errors import ContrastlabError
+
+        run.mark("failed", error=f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, ContrastlabError):
+            raise
+        (run.dir / "error.log").write_text(traceback.format_exc())
+        err_console.print(f"traceback saved to {run.dir / 'error.log'}; fix and continue with --resume {run.dir}")
+        raise
+    return run.finish(metrics)
+
+
+def add_train_commands(app: typer.Typer) -> None:
+    """Add ``train`` and ``eval`` to ``app``."""
+
+    @app.command("train")
+    @user_errors
+    def train(
+        plugin: Annotated[
+            str | None, typer.Option("--plugin", "-p", help="Task plugin: curl, simclr, pu, or a third-party one.")
+        ] = None,
+        loss: Annotated[
+            str | None, typer.Option(help="Loss name, e.g. infonce, dcl, hcl, bcl, pucl, punce, debiased_pos.")
+        ] = None,
+        sampler: Annotated[str | None, typer.Option(help="Sampler (default: the plugin's).")] = None,
+        encoder: Annotated[str | None, typer.Option(help="Encoder (default: the plugin's).")] = None,
+        preset: Annotated[
+            str | None, typer.Option(help="Preset, e.g. smoke (CPU, minutes) or paper (GPU-sized).")
+        ] = None,
+        config_file: Annotated[
+            Path | None, typer.Option("--config", help="YAML file of overrides (see `platform config`).")
+        ] = None,
+        set_: Annotated[
+            list[str] | None,
+            typer.Option("--set", help="Override a key, repeatable: --set loss.tau_plus=0.05 --set train.steps=100"),
+        ] = None,
+        seed: Annotated[int | None, typer.Option(help="Random seed (same seed + config = same CPU metrics).")] = None,
+        device: Annotated[str | None, typer.Option(help="auto, cpu, cuda or cuda:K.")] = None,
+        logdir: Annotated[Path, typer.Option(help="Root directory of runs.")] = Path("runs"),
+        run_name: Annotated[
+            str | None, typer.Option(help="Name of the run directory instead of <time>-s<seed>.")
+        ] = None,
+        resume: Annotated[
+            Path | None, typer.Option(help="Continue a killed/interrupted run from its last checkpoint.")
+        ] = None,
+    ) -> None:
+        """Train a task plugin with any registered loss; writes a run directory with TensorBoard curves.
+
+        Examples:
+
+          platform train --plugin curl --loss pucl --preset smoke
+
+          platform train --plugin simclr --loss dcl --set loss.tau_plus=0.1 --seed 2
+
+          platform train --resume runs/curl/pucl/20261121-120000-s1
+        """
+        if resume is not None:
+            run = Run.open(resume, device=device)
+            err_console.print(f"resuming {run.dir} from step {run.latest_checkpoint_step() or 0}")
+        else:
+            if plugin is None:
+                from contrastlab.platform.errors import ConfigError
+
+                raise ConfigError("--plugin is required (or --resume RUN_DIR); see `platform list plugins`")
+            task = get_plugin(plugin)
+            preset_name = preset or task.default_preset
+            config = resolve_config(
+                task,
+                preset=preset_name,
+                config_file=config_file,
+                sets=set_ or [],
+                loss=loss,
+                sampler=sampler,
+                encoder=encoder,
+                seed=seed,
+                device=device,
+            )
+            check_compatibility(task, config)
+            device_obj = resolve_device(config.device)
+            task.check(config)
+            warn_if_cpu_heavy(task, config, preset_name, device_obj)
+            overrides = [f"--set {s}" for s in set_ or []]
+            run = Run.create(task, config, logdir, preset=preset_name, overrides=overrides, run_name=run_name)
+            err_console.print(f"run directory: {run.dir}")
+        if resume is not None:
+            check_compatibility(run.plugin, run.config)
+            run.plugin.check(run.config)
+        summary = execute(run)
+        print_summary(run, summary)
+
+    @app.command("eval")
+    @user_errors
+    def evaluate(
+        run_dir: Annotated[Path, typer.Argument(help="A run directory written by `platform train`.")],
+        device: Annotated[str | None, typer.Option(help="auto, cpu, cuda or cuda:K.")] = None,
+        episodes: Annotated[int | None, typer.Option(help="Evaluation episodes (RL plugins).")] = None,
+        video: Annotated[Path | None, typer.Option(help="Save one evaluation episode as GIF/MP4 (RL plugins).")] = None,
+    ) -> None:
+        """Re-evaluate a run's latest checkpoint through its plugin; writes eval.json in the run directory.
+
+        Examples: platform eval runs/curl/pucl/20261121-120000-s1 --video episode.gif;
+        platform eval runs/simclr/dcl/20261121-130000-s1
+        """
+        run = Run.open(run_dir, device=device, resume=False)
+        if run.latest_checkpoint_step() is None:
+            from contrastlab.platform.errors import RunDirError
+
+            raise RunDirError(f"run {run_dir} has no checkpoint to evaluate")
+        metrics = run.plugin.evaluate(run, EvalOptions(episodes=episodes, video=video))
+        (run.dir / "eval.json").write_text(json.dumps({k: float(v) for k, v in metrics.items()}, indent=2))
+        table = Table(title=f"eval {run.dir}")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        for key, value in metrics.items():
+            table.add_row(key, f"{float(value):.4g}")
+        console.print(table)
+        run.close()

@@ -1,0 +1,476 @@
+"""``platform compare``: expand a loss × hyperparameter × seed grid and run it as separate processes.
+
+Semantics (documented in ``docs/compare.md``):
+
+* ``--grid key=v1,v2`` axes multiply; ``--loss a,b`` and the seeds multiply with them.
+* A ``loss.<hp>`` key (in ``--grid`` or ``--set``) applies only to the losses that have hyperparameter
+  ``<hp>``; the others run once per seed without it (DCL Table 3: a CURL/InfoNCE baseline column next to
+  DCL at several τ+). A ``loss.<hp>`` key none of the chosen losses has is an error, as is any other key
+  the plugin's config does not have.
+* Each grid point is run as ``platform train ... --logdir OUT/runs --run-name NAME``; NAME is deterministic
+  (readable slug of the grid values, a short hash of the whole configuration, ``-s<seed>``), so repeating the
+  command finds the same directories: completed runs are skipped, started ones continue with ``--resume``.
+* A failed run never stops the others; its error is recorded in its ``run.json`` (a placeholder directory is
+  written when the process died before creating one) and shows in the results table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from contrastlab.platform.errors import ConfigError, DeviceError, IncompatibleError, UnknownNameError
+
+_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_RESERVED = {"seed": "--seeds/--seed-list", "loss.name": "--loss", "loss": "--loss"}
+
+
+# ---------------------------------------------------------------------------------------------- parsing
+@dataclass(frozen=True)
+class GridAxis:
+    """One ``--grid key=v1,v2,...`` axis: a dotted config key and its values (as typed)."""
+
+    key: str
+    """Dotted config path, e.g. ``loss.tau_plus`` or ``train.batch_size``."""
+    values: tuple[str, ...]
+    """Values in the order given; at least one, no duplicates."""
+
+
+def _check_key(key: str, option: str, spec: str) -> None:
+    if not _KEY_RE.match(key):
+        raise ConfigError(f"{option} '{spec}': bad key '{key}'; expected a dotted path like loss.tau_plus")
+    if key in _RESERVED:
+        raise ConfigError(f"{option} '{spec}': '{key}' cannot be set here; use {_RESERVED[key]}")
+
+
+def parse_set(spec: str) -> tuple[str, str]:
+    """Parse one ``--set key=value`` into ``(key, value)``; malformed input raises :class:`ConfigError`."""
+    key, sep, value = spec.partition("=")
+    key, value = key.strip(), value.strip()
+    if not sep or not value:
+        raise ConfigError(f"--set '{spec}': expected key=value, e.g. --set train.steps=200")
+    _check_key(key, "--set", spec)
+    return key, value
+
+
+def parse_grid(spec: str) -> GridAxis:
+    """Parse one ``--grid key=v1,v2,...``; a missing ``=``, an empty or duplicated value raises."""
+    key, sep, raw = spec.partition("=")
+    key = key.strip()
+    if not sep:
+        raise ConfigError(f"--grid '{spec}': expected key=v1,v2,..., e.g. --grid loss.tau_plus=0.01,0.05,0.1")
+    _check_key(key, "--grid", spec)
+    values = [v.strip() for v in raw.split(",")]
+    if not raw.strip() or any(not v for v in values):
+        raise ConfigError(f"--grid '{spec}': empty value; give comma-separated values like {key}=0.01,0.1")
+    dupes = sorted({v for v in values if values.count(v) > 1})
+    if dupes:
+        raise ConfigError(f"--grid '{spec}': duplicated value(s) {', '.join(dupes)}")
+    return GridAxis(key, tuple(values))
+
+
+def parse_losses(spec: str) -> list[str]:
+    """Parse ``--loss a,b,c`` into a non-empty list of distinct names."""
+    names = [n.strip() for n in spec.split(",")]
+    if not spec.strip() or any(not n for n in names):
+        raise ConfigError(f"--loss '{spec}': expected comma-separated loss names, e.g. --loss infonce,dcl")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"--loss '{spec}': a loss is listed twice")
+    return names
+
+
+def parse_seeds(seeds: int | None, seed_list: str | None) -> list[int]:
+    """``--seeds N`` → ``[1..N]``; ``--seed-list 1,2,3`` → those; neither → ``[1]``; both is an error."""
+    if seeds is not None and seed_list is not None:
+        raise ConfigError("--seeds and --seed-list are exclusive; give one of them")
+    if seed_list is not None:
+        try:
+            out = [int(s) for s in seed_list.split(",")]
+        except ValueError:
+            raise ConfigError(f"--seed-list '{seed_list}': expected integers like 1,2,3") from None
+        if len(set(out)) != len(out):
+            raise ConfigError(f"--seed-list '{seed_list}': a seed is listed twice")
+        return out
+    if seeds is not None and seeds < 1:
+        raise ConfigError(f"--seeds {seeds}: must be ≥ 1")
+    return list(range(1, (seeds or 1) + 1))
+
+
+def parse_devices(spec: str, available: int | None = None) -> list[str]:
+    """``--devices 0,1`` → ``["cuda:0", "cuda:1"]``; indices must be distinct and < the visible CUDA count."""
+    try:
+        ids = [int(s) for s in spec.split(",")]
+    except ValueError:
+        raise ConfigError(f"--devices '{spec}': expected CUDA indices like --devices 0,1") from None
+    if len(set(ids)) != len(ids) or any(i < 0 for i in ids):
+        raise ConfigError(f"--devices '{spec}': indices must be distinct and ≥ 0")
+    if available is None:
+        import torch
+
+        available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    bad = [i for i in ids if i >= available]
+    if bad:
+        valid = f"0..{available - 1}" if available else "none (no CUDA device is visible; use --jobs N)"
+        raise DeviceError(f"--devices '{spec}': {len(ids)} requested, {available} visible; valid: {valid}")
+    return [f"cuda:{i}" for i in ids]
+
+
+# ---------------------------------------------------------------------------------------------- grid
+@dataclass(frozen=True)
+class GridPoint:
+    """One run of the grid: plugin, loss, seed and the ``--set`` overrides that apply to this loss."""
+
+    plugin: str
+    """Task plugin name."""
+    loss: str
+    """Loss name."""
+    seed: int
+    """Random seed."""
+    preset: str | None
+    """Preset name (``None``: the plugin's default)."""
+    sets: tuple[str, ...] = ()
+    """Fixed ``key=value`` overrides (from ``--set``) that apply to this loss."""
+    grid: tuple[tuple[str, str], ...] = ()
+    """Grid coordinates ``(key, value)`` that apply to this loss."""
+
+    @property
+    def overrides(self) -> list[str]:
+        """Every ``key=value`` passed as ``--set`` to ``platform train`` (fixed ones, then grid ones)."""
+        return [*self.sets, *(f"{k}={v}" for k, v in self.grid)]
+
+    @property
+    def config_hash(self) -> str:
+        """Six hex digits identifying the configuration without the seed (shared by all seeds of it)."""
+        ident = json.dumps([self.plugin, self.loss, self.preset, sorted(self.overrides)])
+        return hashlib.sha1(ident.encode()).hexdigest()[:6]
+
+    @property
+    def label(self) -> str:
+        """Human-readable configuration name, e.g. ``dcl tau_plus=0.05``."""
+        parts = [f"{k.split('.')[-1] if k.startswith('loss.') else k}={v}" for k, v in self.grid]
+        return " ".join([self.loss, *parts])
+
+    @property
+    def run_name(self) -> str:
+        """Deterministic run directory name: ``<slug>-<hash>-s<seed>`` (e.g. ``tau_plus=0.05-1a2b3c-s1``)."""
+        slug = "_".join(f"{k.split('.')[-1]}={v}" for k, v in self.grid) or "base"
+        slug = re.sub(r"[^A-Za-z0-9._=+-]", "-", slug)[:60]
+        return f"{slug}-{self.config_hash}-s{self.seed}"
+
+    def run_dir(self, out: Path) -> Path:
+        """``OUT/runs/<plugin>/<loss>/<run_name>`` (the layout ``platform train --run-name`` creates)."""
+        return Path(out) / "runs" / self.plugin / self.loss / self.run_name
+
+
+def loss_hparam_names(loss: str) -> set[str]:
+    """Hyperparameter names of a registered loss (unknown loss names raise with the valid ones)."""
+    from contrastlab.platform.plugins import registry
+
+    return {hp.name for hp in registry("loss").get(loss).hyperparameters}
+
+
+def key_applies(key: str, hparams: set[str]) -> bool:
+    """Whether ``key`` applies to a loss with hyperparameters ``hparams`` (non-``loss.`` keys always do)."""
+    if not key.startswith("loss."):
+        return True
+    return key.split(".")[1] in hparams
+
+
+def expand_grid(
+    plugin: str,
+    losses: Sequence[str],
+    seeds: Sequence[int],
+    *,
+    preset: str | None = None,
+    sets: Sequence[tuple[str, str]] = (),
+    axes: Sequence[GridAxis] = (),
+    hparams_of: Callable[[str], set[str]] = loss_hparam_names,
+) -> list[GridPoint]:
+    """All grid points, loss-major then grid values (first axis slowest) then seed.
+
+    Each loss gets only the ``--set``/``--grid`` keys that apply to it (see :func:`key_applies`), so
+    ``infonce`` runs once per seed while ``dcl`` runs once per τ+ and seed. A ``loss.*`` key no chosen
+    loss has is an :class:`UnknownNameError`.
+    """
+    keys = [k for k, _ in sets] + [a.key for a in axes]
+    dupes = sorted({k for k in keys if keys.count(k) > 1})
+    if dupes:
+        raise ConfigError(f"key(s) {', '.join(dupes)} given more than once across --set/--grid")
+    if not losses or not seeds:
+        raise ConfigError("the grid is empty: give at least one --loss and one seed")
+    hp = {loss: hparams_of(loss) for loss in losses}
+    for key in keys:
+        if not any(key_applies(key, hp[loss]) for loss in losses):
+            valid = sorted({f"loss.{h}" for loss in losses for h in hp[loss]})
+            raise UnknownNameError(
+                f"unknown key '{key}': none of the losses {', '.join(losses)} has hyperparameter "
+                f"'{key.split('.')[1]}'; valid loss keys: {', '.join(valid) or '(none)'}"
+            )
+    points: list[GridPoint] = []
+    for loss in losses:
+        fixed = tuple(f"{k}={v}" for k, v in sets if key_applies(k, hp[loss]))
+        mine = [a for a in axes if key_applies(a.key, hp[loss])]
+        for combo in itertools.product(*(a.values for a in mine)):
+            coords = tuple(zip((a.key for a in mine), combo, strict=True))
+            points.extend(GridPoint(plugin, loss, s, preset, fixed, coords) for s in seeds)
+    return points
+
+
+def validate_points(points: Sequence[GridPoint]) -> dict[str, Any]:
+    """Resolve the config of every distinct configuration before anything runs.
+
+    Raises the config layer's error for an unknown key or a bad value, and :class:`IncompatibleError` for a
+    label-aware loss the plugin's batches cannot feed. Returns ``{config_hash: resolved config}``.
+    """
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.plugins import registry
+
+    configs: dict[str, Any] = {}
+    instances: dict[str, Any] = {}
+    for p in points:
+        if p.config_hash in configs:
+            continue
+        if p.plugin not in instances:
+            instances[p.plugin] = registry("plugin").get(p.plugin).factory()
+        plugin = instances[p.plugin]
+        config = resolve_config(plugin, preset=p.preset, sets=p.overrides, loss=p.loss)
+        needs = registry("loss").get(p.loss).label_kinds
+        has = frozenset(plugin.label_kinds(config))
+        if needs and not needs & has:
+            raise IncompatibleError(
+                f"loss '{p.loss}' needs {'/'.join(sorted(needs))} labels but plugin '{p.plugin}' provides "
+                f"{'/'.join(sorted(has)) or 'none'}; drop it from --loss"
+            )
+        configs[p.config_hash] = config
+    return configs
+
+
+# ---------------------------------------------------------------------------------------------- run state
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or ``None`` if it is missing or unreadable."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def run_state(run_dir: Path) -> str:
+    """``completed`` (skip), ``resume`` (has ``config.yaml``: continue it), or ``fresh`` (start it)."""
+    run_dir = Path(run_dir)
+    info = read_json(run_dir / "run.json") or {}
+    if info.get("status") == "completed" and (run_dir / "summary.json").is_file():
+        return "completed"
+    if (run_dir / "config.yaml").is_file():
+        return "resume"
+    return "fresh"
+
+
+def train_command(point: GridPoint, out: Path, device: str | None, base: Sequence[str]) -> list[str]:
+    """The ``platform train`` argument list for ``point``: a fresh run, or ``--resume`` of its directory."""
+    run_dir = point.run_dir(out)
+    if run_state(run_dir) == "resume":
+        cmd = [*base, "train", "--resume", str(run_dir)]
+    else:
+        cmd = [*base, "train", "--plugin", point.plugin, "--loss", point.loss, "--seed", str(point.seed)]
+        if point.preset:
+            cmd += ["--preset", point.preset]
+        for ov in point.overrides:
+            cmd += ["--set", ov]
+        cmd += ["--logdir", str(Path(out) / "runs"), "--run-name", point.run_name]
+    if device:
+        cmd += ["--device", device]
+    return cmd
+
+
+@dataclass
+class JobResult:
+    """Outcome of one grid point after :func:`run_grid`."""
+
+    point: GridPoint
+    """The grid point."""
+    run_dir: Path
+    """Its run directory."""
+    status: str
+    """``skipped`` (already completed), ``completed``, ``failed`` or ``interrupted``."""
+    error: str | None = None
+    """One-line error of a failed run."""
+    seconds: float = 0.0
+    """Wall time of the process (0 for skipped runs)."""
+
+
+ERROR_FILE = "compare_error.txt"
+"""File a failed grid run's one-line error is written to (read back by the report)."""
+
+
+def record_failure(point: GridPoint, out: Path, error: str) -> Path:
+    """Record a failed run: ``compare_error.txt``, plus a placeholder ``run.json`` if none was written."""
+    from datetime import datetime, timezone
+
+    run_dir = point.run_dir(out)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not (run_dir / "run.json").exists():
+        info = {
+            "plugin": point.plugin,
+            "loss": point.loss,
+            "seed": point.seed,
+            "preset": point.preset,
+            "overrides": point.overrides,
+            "status": "failed",
+            "error": error,
+            "created": datetime.now(timezone.utc).isoformat(),
+            "placeholder": True,
+        }
+        (run_dir / "run.json").write_text(json.dumps(info, indent=2))
+    (run_dir / ERROR_FILE).write_text(error + "\n")
+    return run_dir
+
+
+def clear_failure(run_dir: Path) -> None:
+    """Before a retry: drop ``compare_error.txt`` and a placeholder directory (only what this wrote)."""
+    (run_dir / ERROR_FILE).unlink(missing_ok=True)
+    info = read_json(run_dir / "run.json") or {}
+    if info.get("placeholder") and not (run_dir / "config.yaml").exists():
+        (run_dir / "run.json").unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()
+
+
+def last_error_line(log: Path) -> str:
+    """The last non-empty line of a log (a traceback's final line names the exception)."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "process failed (no log)"
+    return lines[-1][:500] if lines else "process failed (empty log)"
+
+
+def latest_step(run_dir: Path) -> str:
+    """``step N`` from the last line of ``metrics.jsonl`` (read from the end), or an empty string."""
+    try:
+        with open(run_dir / "metrics.jsonl", "rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - 4096))
+            line = fh.read().decode(errors="replace").strip().splitlines()[-1]
+        return f"step {int(json.loads(line)['step'])}"
+    except (OSError, IndexError, ValueError, KeyError, TypeError):
+        return ""
+
+
+def platform_base_command() -> list[str]:
+    """How to call the CLI in a subprocess: the ``platform`` script beside ``sys.executable`` if present."""
+    import os
+    import sys
+
+    script = Path(sys.executable).parent / ("platform.exe" if os.name == "nt" else "platform")
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-c", "from contrastlab.platform.cli import main; main()"]
+
+
+def run_grid(
+    points: Sequence[GridPoint],
+    out: Path,
+    *,
+    slots: Sequence[str | None] = (None,),
+    base: Sequence[str] | None = None,
+    console: Any = None,
+    poll: float = 0.5,
+) -> list[JobResult]:
+    """Run every grid point as its own ``platform train`` process, ``len(slots)`` at a time.
+
+    ``slots`` holds one entry per concurrent process: ``None`` (device from the config) or a device string
+    passed as ``--device`` (``cuda:K``). Completed runs are skipped; runs with a directory are resumed. One
+    rich progress view shows the whole grid. Ctrl-C interrupts the running processes (they resume next time).
+    """
+    import os
+    import subprocess
+    import time
+
+    from rich import progress as rp
+    from rich.console import Console
+
+    out, console = Path(out), console or Console(stderr=True)
+    base = list(base or platform_base_command())
+    results: dict[int, JobResult] = {}
+    pending: list[int] = []
+    for i, p in enumerate(points):
+        if run_state(p.run_dir(out)) == "completed":
+            results[i] = JobResult(p, p.run_dir(out), "skipped")
+        else:
+            pending.append(i)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // len(slots))))
+    free = list(range(len(slots)))
+    running: dict[int, tuple[Any, int, float, Any, Any]] = {}  # slot -> (proc, index, t0, task, log file)
+    columns = (
+        rp.TextColumn("{task.description}"),
+        rp.BarColumn(),
+        rp.MofNCompleteColumn(),
+        rp.TimeElapsedColumn(),
+        rp.TimeRemainingColumn(),
+        rp.TextColumn("{task.fields[info]}"),
+    )
+    with rp.Progress(*columns, console=console, transient=False) as progress:
+        overall = progress.add_task(
+            f"grid ({len(points)} runs)", total=len(points), completed=len(results), info=f"{len(results)} already done"
+        )
+        try:
+            while pending or running:
+                while pending and free:
+                    slot, i = free.pop(0), pending.pop(0)
+                    p, run_dir = points[i], points[i].run_dir(out)
+                    clear_failure(run_dir)
+                    log = out / "logs" / p.plugin / p.loss / f"{p.run_name}.log"
+                    log.parent.mkdir(parents=True, exist_ok=True)
+                    fh = open(log, "a")  # noqa: SIM115 (closed when the process ends)
+                    cmd = train_command(p, out, slots[slot], base)
+                    fh.write(f"$ {' '.join(cmd)}\n")
+                    fh.flush()
+                    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+                    task = progress.add_task(f"  {p.loss}/{p.run_name}", total=None, info=slots[slot] or "")
+                    running[slot] = (proc, i, time.monotonic(), task, fh)
+                for slot, (proc, i, t0, task, fh) in list(running.items()):
+                    rc = proc.poll()
+                    p, run_dir = points[i], points[i].run_dir(out)
+                    if rc is None:
+                        progress.update(task, info=latest_step(run_dir))
+                        continue
+                    fh.close()
+                    secs = time.monotonic() - t0
+                    if rc == 0 and run_state(run_dir) == "completed":
+                        results[i] = JobResult(p, run_dir, "completed", None, secs)
+                        progress.console.print(f"[green]done[/] {p.label} s{p.seed} ({secs:.0f} s)")
+                    else:
+                        info = read_json(run_dir / "run.json") or {}
+                        err = info.get("error") or last_error_line(Path(fh.name))
+                        if rc == 0:
+                            err = f"exited 0 without a completed summary.json ({err})"
+                        record_failure(p, out, err)
+                        results[i] = JobResult(p, run_dir, "failed", err, secs)
+                        progress.console.print(f"[red]failed[/] {p.label} s{p.seed}: {err}  (log: {fh.name})")
+                    progress.remove_task(task)
+                    del running[slot]
+                    free.append(slot)
+                    n_fail = sum(r.status == "failed" for r in results.values())
+                    progress.update(overall, completed=len(results), info=f"{n_fail} failed" * bool(n_fail))
+                if running:
+                    time.sleep(poll)
+        except KeyboardInterrupt:
+            for proc, i, t0, _task, fh in running.values():
+                proc.terminate() if proc.poll() is None else None
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                fh.close()
+                results[i] = JobResult(points[i], points[i].run_dir(out), "interrupted", None, time.monotonic() - t0)
+            raise
+    return [results[i] for i in sorted(results)]

@@ -1,0 +1,208 @@
+"""``platform compare`` and ``platform report``: the command-line side of loss comparisons.
+
+The lead's ``cli.py`` calls :func:`add_compare_commands`. Grid logic lives in :mod:`.compare`, aggregation in
+:mod:`.report`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from contrastlab.platform import compare as cmp
+from contrastlab.platform.cli_common import console, err_console, get_plugin, user_errors
+from contrastlab.platform.errors import ConfigError
+
+LOCK_FILE = ".compare.lock"
+
+HELP = {
+    "plugin": "Task plugin to run, e.g. --plugin simclr (see `platform list plugins`).",
+    "loss": "Comma-separated losses to compare, e.g. --loss infonce,dcl,hcl.",
+    "seeds": "Run seeds 1..N for every configuration, e.g. --seeds 3 (default: 1).",
+    "seed_list": "Exact seeds instead of --seeds, e.g. --seed-list 1,2,7.",
+    "preset": "Plugin preset for every run, e.g. --preset smoke (default: the plugin's default).",
+    "set": "Fixed override for every run (repeatable), e.g. --set train.steps=200. A loss.* key only reaches "
+    "the losses that have that hyperparameter.",
+    "grid": "Grid axis KEY=V1,V2,... (repeatable; axes multiply), e.g. --grid loss.tau_plus=0.01,0.05,0.1. "
+    "Losses without that hyperparameter run once per seed.",
+    "jobs": "Runs at a time on CPU, e.g. --jobs 2 (default: 1). Each run gets OMP_NUM_THREADS=cores/N "
+    "unless it is already set.",
+    "devices": "CUDA devices, one run per device at a time, e.g. --devices 0,1 (each run gets --device "
+    "cuda:K). Exclusive with --jobs.",
+    "out": "Output directory, e.g. --out results/table3 (default: compare/<plugin>-<hash of the grid>).",
+    "rows": "Comma-separated config keys naming the table rows, e.g. --rows env.task (default: every "
+    "varying key not under loss.).",
+    "dry_run": "Print the expanded grid and what would run (new/resume/finished), then stop.",
+    "dirs": "Run directories, or folders containing them, e.g. compare/simclr-1a2b3c4d runs/simclr.",
+    "report_out": "Where to write the outputs, e.g. --out report/ (default: the first DIR).",
+    "curve": "Metric tag to plot as the learning curve, e.g. --curve eval/top1 (default: the plugin's primary metric).",
+}
+"""Help text of every option (each with an example)."""
+
+
+def default_out(
+    plugin: str,
+    preset: str | None,
+    losses: Sequence[str],
+    sets: Sequence[tuple[str, str]],
+    axes: Sequence[cmp.GridAxis],
+) -> Path:
+    """``compare/<plugin>-<hash>``: the same grid (seeds aside) always maps to the same directory, so a
+    repeated command resumes and ``--seeds 5`` after ``--seeds 3`` reuses the three finished seeds."""
+    ident = json.dumps([plugin, preset, list(losses), sorted(sets), [[a.key, list(a.values)] for a in axes]])
+    return Path("compare") / f"{plugin}-{hashlib.sha1(ident.encode()).hexdigest()[:8]}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def acquire_lock(out: Path) -> Path:
+    """Refuse to run two ``platform compare`` in the same ``OUT`` at once; returns the lock file."""
+    lock = out / LOCK_FILE
+    if lock.is_file():
+        try:
+            pid = int(lock.read_text().strip())
+        except ValueError:
+            pid = -1
+        if pid > 0 and pid != os.getpid() and _pid_alive(pid):
+            raise ConfigError(f"--out {out}: another platform compare (pid {pid}) is running there")
+    out.mkdir(parents=True, exist_ok=True)
+    lock.write_text(str(os.getpid()))
+    return lock
+
+
+def print_results(out: Path) -> None:
+    """Echo the first table of ``results.md`` and where every output is."""
+    text = (out / "results.md").read_text().split("\n## ")[0]
+    console.print(text, markup=False, highlight=False)
+    for name in ("results.csv", "results.md", "curves.png", "final.png"):
+        console.print(f"{name:12s} {out / name}", highlight=False)
+    console.print(
+        f"TensorBoard  tensorboard --logdir {out / 'tensorboard'}   (or: platform tensorboard {out / 'tensorboard'})",
+        highlight=False,
+    )
+
+
+def add_compare_commands(app: typer.Typer) -> None:
+    """Add ``compare`` and ``report`` to ``app``."""
+
+    @app.command("compare")
+    @user_errors
+    def compare(
+        plugin: Annotated[str, typer.Option("--plugin", "-p", help=HELP["plugin"])],
+        loss: Annotated[str, typer.Option(help=HELP["loss"])],
+        seeds: Annotated[int | None, typer.Option(help=HELP["seeds"])] = None,
+        seed_list: Annotated[str | None, typer.Option(help=HELP["seed_list"])] = None,
+        preset: Annotated[str | None, typer.Option(help=HELP["preset"])] = None,
+        set_: Annotated[list[str] | None, typer.Option("--set", help=HELP["set"])] = None,
+        grid: Annotated[list[str] | None, typer.Option(help=HELP["grid"])] = None,
+        jobs: Annotated[int | None, typer.Option(help=HELP["jobs"])] = None,
+        devices: Annotated[str | None, typer.Option(help=HELP["devices"])] = None,
+        out: Annotated[Path | None, typer.Option(help=HELP["out"])] = None,
+        rows: Annotated[str | None, typer.Option(help=HELP["rows"])] = None,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help=HELP["dry_run"])] = False,
+    ) -> None:
+        """Run a loss × hyperparameter × seed grid as separate processes, then write the results table, plots
+        and a side-by-side TensorBoard logdir.
+
+        Repeating the command skips finished runs and resumes unfinished ones; a failed run never stops the
+        others and appears in the table with its error (exit code 1 when any run failed).
+
+        Examples:
+
+          platform compare --plugin simclr --loss infonce,dcl --seeds 3 --preset smoke
+
+          platform compare --plugin curl --loss infonce,dcl --grid loss.tau_plus=0.01,0.05,0.1 --seeds 3
+
+          platform compare --plugin pu --loss infonce,pucl --grid loss.alpha=0.3,0.5 --devices 0,1
+        """
+        losses = cmp.parse_losses(loss)
+        seed_values = cmp.parse_seeds(seeds, seed_list)
+        sets = [cmp.parse_set(s) for s in set_ or []]
+        axes = [cmp.parse_grid(g) for g in grid or []]
+        if jobs is not None and devices is not None:
+            raise ConfigError("--jobs and --devices are exclusive: --devices runs one process per listed GPU")
+        if jobs is not None and jobs < 1:
+            raise ConfigError(f"--jobs {jobs}: must be ≥ 1")
+        slots: list[str | None] = cmp.parse_devices(devices) if devices is not None else [None] * (jobs or 1)
+        task = get_plugin(plugin)
+        preset = preset or task.default_preset
+        points = cmp.expand_grid(task.name, losses, seed_values, preset=preset, sets=sets, axes=axes)
+        cmp.validate_points(points)
+        out_dir = out or default_out(task.name, preset, losses, sets, axes)
+        states = [cmp.run_state(p.run_dir(out_dir)) for p in points]
+        counts = {s: states.count(s) for s in ("completed", "resume", "fresh")}
+        err_console.print(
+            f"{len(points)} runs → {out_dir}: {counts['completed']} finished (skipped), "
+            f"{counts['resume']} to resume, {counts['fresh']} new; "
+            f"{len(slots)} at a time; logs in {out_dir / 'logs'}",
+            highlight=False,
+        )
+        if dry_run:
+            for p, s in zip(points, states, strict=True):
+                console.print(f"{s:9s} {p.label:32s} seed {p.seed:<3d} {p.run_dir(out_dir)}", highlight=False)
+            return
+        lock = acquire_lock(out_dir)
+        try:
+            spec = {
+                "plugin": task.name,
+                "losses": losses,
+                "seeds": seed_values,
+                "preset": preset,
+                "sets": [f"{k}={v}" for k, v in sets],
+                "grid": [f"{a.key}={','.join(a.values)}" for a in axes],
+                "runs": [str(p.run_dir(out_dir)) for p in points],
+            }
+            (out_dir / "compare.json").write_text(json.dumps(spec, indent=2))
+            try:
+                results = cmp.run_grid(points, out_dir, slots=slots, console=err_console)
+            except KeyboardInterrupt:
+                err_console.print("interrupted; run the same command again to resume the unfinished runs")
+                raise typer.Exit(130) from None
+            from contrastlab.platform.report import build_report
+
+            dirs = [p.run_dir(out_dir) for p in points if p.run_dir(out_dir).is_dir()]
+            build_report(dirs, out_dir, rows=rows.split(",") if rows else None)
+        finally:
+            lock.unlink(missing_ok=True)
+        print_results(out_dir)
+        failed = [r for r in results if r.status == "failed"]
+        if failed:
+            logs = out_dir / "logs"
+            err_console.print(f"{len(failed)} of {len(results)} runs failed; see results.md and {logs}")
+            raise typer.Exit(1)
+
+    @app.command("report")
+    @user_errors
+    def report(
+        dirs: Annotated[list[Path], typer.Argument(help=HELP["dirs"])],
+        out: Annotated[Path | None, typer.Option(help=HELP["report_out"])] = None,
+        rows: Annotated[str | None, typer.Option(help=HELP["rows"])] = None,
+        curve: Annotated[str | None, typer.Option(help=HELP["curve"])] = None,
+    ) -> None:
+        """Rebuild results.csv, results.md, curves.png, final.png and the TensorBoard logdir from run dirs.
+
+        Examples:
+
+          platform report compare/simclr-1a2b3c4d
+
+          platform report runs/curl/infonce runs/curl/dcl --out table3 --rows env.domain
+        """
+        from contrastlab.platform.report import build_report
+
+        out_dir = out or dirs[0]
+        build_report(dirs, out_dir, rows=rows.split(",") if rows else None, curve=curve)
+        print_results(out_dir)

@@ -1,0 +1,257 @@
+"""Typed configs: presets, YAML files and ``--set`` overrides, validated before anything runs.
+
+Resolution order (later wins): the plugin's config defaults → ``--preset`` → ``--config FILE`` →
+``--loss/--sampler/--encoder/--seed/--device`` flags → ``--set a.b=v``. Changing a component's name through a
+flag drops the hyperparameters that were meant for the previous component. Component hyperparameters are then
+filled with their registered defaults and range-checked, so the resolved config is complete and explicit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from contrastlab.platform.errors import ConfigError, UnknownNameError
+from contrastlab.platform.plugins import registry
+from contrastlab.platform.registry import suggest, unknown_name_message
+from contrastlab.platform.task import ComponentSpec, TaskConfig, TaskPlugin
+
+COMPONENT_SECTIONS = {"loss": "loss", "sampler": "sampler", "encoder": "encoder"}
+
+
+def parse_set(item: str) -> tuple[list[str], Any]:
+    """Parse ``a.b=value`` into (``["a", "b"]``, value); the value is read as YAML (numbers, bools, lists)."""
+    if "=" not in item:
+        raise ConfigError(f"--set expects KEY=VALUE (e.g. loss.tau_plus=0.1), got '{item}'")
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"--set has an empty key in '{item}'")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.split("."), value
+
+
+def set_path(data: dict[str, Any], path: list[str], value: Any) -> None:
+    """Set ``data[p0][p1]... = value``, creating intermediate mappings."""
+    node = data
+    for part in path[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[path[-1]] = value
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """A new mapping: ``base`` recursively updated with ``override``."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_yaml_file(path: Path | str) -> dict[str, Any]:
+    """Read a YAML config file; missing, malformed or non-mapping files raise :class:`ConfigError`."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"malformed YAML in {path}{where}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must contain a mapping of keys, not {type(data).__name__}")
+    return data
+
+
+def flatten_keys(data: Mapping[str, Any], prefix: str = "") -> set[str]:
+    """Dotted paths of every leaf in a nested mapping."""
+    keys: set[str] = set()
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            keys |= flatten_keys(value, f"{path}.")
+        else:
+            keys.add(path)
+    return keys
+
+
+def _model_for_path(model: type[BaseModel], path: tuple[Any, ...]) -> type[BaseModel] | None:
+    for part in path:
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return None
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+        else:
+            return None
+    return model
+
+
+def validation_message(exc: ValidationError, model: type[BaseModel]) -> str:
+    """Turn the first pydantic error into one line naming the key and the valid keys/values."""
+    err = exc.errors()[0]
+    loc = tuple(err.get("loc", ()))
+    dotted = ".".join(str(p) for p in loc)
+    if err.get("type") == "extra_forbidden":
+        parent = _model_for_path(model, loc[:-1])
+        valid = sorted(parent.model_fields) if parent is not None else []
+        where = f" in '{'.'.join(str(p) for p in loc[:-1])}'" if len(loc) > 1 else ""
+        return f"unknown config key '{dotted}'; valid keys{where}: {', '.join(valid)}.{suggest(str(loc[-1]), valid)}"
+    value = err.get("input")
+    return f"invalid config value {dotted}={value!r}: {err.get('msg', 'invalid')}"
+
+
+def _reset_component(data: dict[str, Any], section: str, name: str | None) -> None:
+    if name is None:
+        return
+    current = data.get(section)
+    if isinstance(current, dict) and current.get("name") == name:
+        return
+    data[section] = {"name": name}
+
+
+def resolve_components(config: TaskConfig) -> TaskConfig:
+    """Check component names and fill/validate their hyperparameters from the registries."""
+    for section, kind in COMPONENT_SECTIONS.items():
+        spec: ComponentSpec = getattr(config, section)
+        component = registry(kind).get(spec.name)
+        values = component.resolve(spec.hparams())
+        setattr(config, section, ComponentSpec(name=spec.name, **values))
+    return config
+
+
+def resolve_config(
+    plugin: TaskPlugin,
+    *,
+    preset: str | None = None,
+    config_file: Path | str | None = None,
+    sets: Iterable[str] = (),
+    loss: str | None = None,
+    sampler: str | None = None,
+    encoder: str | None = None,
+    seed: int | None = None,
+    device: str | None = None,
+) -> TaskConfig:
+    """The fully resolved, validated config of ``plugin`` (see the module docstring for the order)."""
+    preset = preset or plugin.default_preset
+    if preset not in plugin.presets:
+        raise UnknownNameError(unknown_name_message(f"preset of plugin '{plugin.name}'", preset, list(plugin.presets)))
+    data: dict[str, Any] = deep_merge({}, plugin.presets[preset])
+    if config_file is not None:
+        file_data = load_yaml_file(config_file)
+        for section in COMPONENT_SECTIONS:
+            name = file_data.get(section, {}).get("name") if isinstance(file_data.get(section), dict) else None
+            _reset_component(data, section, name)
+        data = deep_merge(data, file_data)
+    for section, name in (("loss", loss), ("sampler", sampler), ("encoder", encoder)):
+        _reset_component(data, section, name)
+    if seed is not None:
+        data["seed"] = seed
+    if device is not None:
+        data["device"] = device
+    for item in sets:
+        path, value = parse_set(item)
+        if path[0] in COMPONENT_SECTIONS and path[1:] == ["name"]:
+            _reset_component(data, path[0], str(value))
+        set_path(data, path, value)
+    explicit = flatten_keys(data)
+    model = plugin.config_model
+    try:
+        config = model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, model)) from None
+    config = plugin.prepare_config(config, frozenset(explicit))
+    return resolve_components(config)
+
+
+def config_from_dict(plugin: TaskPlugin, data: Mapping[str, Any]) -> TaskConfig:
+    """Validate an already resolved config (e.g. a run's ``config.yaml``)."""
+    try:
+        config = plugin.config_model.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, plugin.config_model)) from None
+    return resolve_components(config)
+
+
+# ------------------------------------------------------------------------------------------- documented YAML
+def _comment(text: str, indent: str) -> list[str]:
+    return [f"{indent}# {line}".rstrip() for line in text.strip().splitlines() if line.strip()]
+
+
+def _scalar_yaml(value: Any) -> str:
+    dumped = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+    return dumped.removesuffix("\n...").removesuffix("...").strip()
+
+
+def _component_lines(spec: ComponentSpec, kind: str, indent: str) -> list[str]:
+    lines = [f"{indent}name: {spec.name}"]
+    component = registry(kind).get(spec.name)
+    for hp in component.hyperparameters:
+        doc = hp.description
+        if hp.range:
+            doc += f"  Range: {hp.range}."
+        if hp.source:
+            doc += f"  Default from: {hp.source}."
+        lines += _comment(doc, indent)
+        lines.append(f"{indent}{hp.name}: {_scalar_yaml(spec.hparams().get(hp.name, hp.default))}")
+    return lines
+
+
+def _model_lines(model: BaseModel, indent: str) -> list[str]:
+    lines: list[str] = []
+    for name, field in type(model).model_fields.items():
+        value = getattr(model, name)
+        if field.description:
+            lines += _comment(field.description, indent)
+        if isinstance(value, ComponentSpec):
+            lines.append(f"{indent}{name}:")
+            lines += _component_lines(value, COMPONENT_SECTIONS.get(name, name), indent + "  ")
+        elif isinstance(value, BaseModel):
+            lines.append(f"{indent}{name}:")
+            lines += _model_lines(value, indent + "  ")
+        else:
+            dumped = value.model_dump(mode="json") if isinstance(value, BaseModel) else _jsonable(value)
+            lines.append(f"{indent}{name}: {_scalar_yaml(dumped)}")
+    return lines
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (tuple, set, frozenset)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def config_to_yaml(config: TaskConfig, header: str = "") -> str:
+    """The config as YAML with every field documented by a comment (``platform config``)."""
+    lines = _comment(header, "") if header else []
+    lines += _model_lines(config, "")
+    return "\n".join(lines) + "\n"
+
+
+def config_to_dict(config: TaskConfig) -> dict[str, Any]:
+    """Plain JSON/YAML-serialisable dict of the config (component hyperparameters included)."""
+    return config.model_dump(mode="json")

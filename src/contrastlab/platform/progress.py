@@ -1,0 +1,112 @@
+"""Progress bars with rate and ETA (rich on a terminal, periodic plain lines otherwise)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+
+class _RateColumn(TextColumn):
+    """Shows ``12.3 unit/s``."""
+
+    def __init__(self, unit: str) -> None:
+        super().__init__("")
+        self.unit = unit
+
+    def render(self, task: Any) -> Any:
+        from rich.text import Text
+
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:,.1f} {self.unit}/s" if speed else f"- {self.unit}/s", style="cyan")
+
+
+class ProgressBar:
+    """``with ProgressBar(total) as bar: bar.update(1, loss=0.5)``.
+
+    On a terminal it is a rich bar (description, bar, done/total, rate, elapsed, ETA, postfix). Without a terminal
+    (CI, pipes) it prints a plain line with the same information about every 10% or 30 seconds.
+    """
+
+    def __init__(self, total: int, description: str = "train", unit: str = "step", initial: int = 0) -> None:
+        self.total = max(int(total), 1)
+        self.description = description
+        self.unit = unit
+        self.done = int(initial)
+        self.console = Console(stderr=True)
+        self.interactive = self.console.is_terminal
+        self._progress: Progress | None = None
+        self._task: Any = None
+        self._start = time.monotonic()
+        self._start_done = self.done
+        self._last_print = 0.0
+        self._last_fraction = -1.0
+        self.postfix: dict[str, Any] = {}
+
+    def __enter__(self) -> ProgressBar:
+        if self.interactive:
+            self._progress = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                _RateColumn(self.unit),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[postfix]}"),
+                console=self.console,
+                transient=False,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task(self.description, total=self.total, completed=self.done, postfix="")
+        return self
+
+    def update(self, n: int = 1, **postfix: Any) -> None:
+        """Advance by ``n`` units and show ``postfix`` values (e.g. the current loss)."""
+        self.done += int(n)
+        if postfix:
+            self.postfix.update(postfix)
+        text = "  ".join(f"{k}={_fmt(v)}" for k, v in self.postfix.items())
+        if self._progress is not None:
+            self._progress.update(self._task, completed=self.done, postfix=text)
+            return
+        now = time.monotonic()
+        fraction = self.done / self.total
+        if fraction >= 1.0 or fraction - self._last_fraction >= 0.1 or now - self._last_print >= 30:
+            self._last_fraction = fraction
+            self._last_print = now
+            print(self.line(text), file=sys.stderr, flush=True)
+
+    def rate(self) -> float:
+        """Units per second since the bar started."""
+        elapsed = time.monotonic() - self._start
+        return (self.done - self._start_done) / elapsed if elapsed > 0 else 0.0
+
+    def line(self, postfix: str = "") -> str:
+        """A plain one-line rendering: ``train 40/100 (40%) 3.2 step/s ETA 0:00:19 loss=0.5``."""
+        rate = self.rate()
+        eta = (self.total - self.done) / rate if rate > 0 else float("nan")
+        eta_text = time.strftime("%H:%M:%S", time.gmtime(eta)) if eta == eta else "?"
+        pct = 100.0 * self.done / self.total
+        text = f"{self.description} {self.done}/{self.total} ({pct:.0f}%) {rate:.1f} {self.unit}/s ETA {eta_text}"
+        return f"{text} {postfix}".rstrip()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

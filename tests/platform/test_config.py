@@ -1,0 +1,91 @@
+"""Config resolution order, --set parsing, component switching and the documented YAML."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from contrastlab.platform.config import deep_merge, parse_set, resolve_config
+from contrastlab.platform.errors import ConfigError, UnknownNameError
+from contrastlab.platform.plugins import PluginManager, registry
+from contrastlab.platform.registry import HParam, Registry
+
+
+def toy():
+    return registry("plugin").get("toy_clusters").factory()
+
+
+def test_parse_set_reads_yaml_values() -> None:
+    assert parse_set("a.b=0.5") == (["a", "b"], 0.5)
+    assert parse_set("flag=true") == (["flag"], True)
+    assert parse_set("xs=[1, 2]") == (["xs"], [1, 2])
+    assert parse_set("name=dcl") == (["name"], "dcl")
+    with pytest.raises(ConfigError):
+        parse_set("a..b=1")
+
+
+def test_deep_merge_is_recursive_and_pure() -> None:
+    base = {"a": {"b": 1, "c": 2}, "d": 3}
+    out = deep_merge(base, {"a": {"b": 9}})
+    assert out == {"a": {"b": 9, "c": 2}, "d": 3} and base["a"]["b"] == 1
+
+
+def test_resolution_order_preset_file_flags_sets(toy_pm: PluginManager, tmp_path: Path) -> None:
+    file = tmp_path / "c.yaml"
+    file.write_text(yaml.safe_dump({"train": {"steps": 5, "lr": 0.5}, "seed": 9}))
+    cfg = resolve_config(toy(), preset="smoke", config_file=file, sets=["train.steps=6"], seed=4)
+    assert cfg.train.steps == 6 and cfg.train.lr == 0.5 and cfg.seed == 4
+
+
+def test_switching_loss_drops_foreign_hparams(toy_pm: PluginManager, tmp_path: Path) -> None:
+    file = tmp_path / "c.yaml"
+    file.write_text(yaml.safe_dump({"loss": {"name": "hcl", "beta": 0.7}}))
+    cfg = resolve_config(toy(), config_file=file, loss="dcl")
+    assert cfg.loss.name == "dcl" and "beta" not in cfg.loss.hparams()
+    cfg = resolve_config(toy(), config_file=file)
+    assert cfg.loss.hparams()["beta"] == 0.7 and "tau_plus" in cfg.loss.hparams()
+    cfg = resolve_config(toy(), sets=["loss.name=pucl", "loss.c=0.2"])
+    assert cfg.loss.name == "pucl" and cfg.loss.hparams()["c"] == 0.2
+
+
+def test_prepare_config_sees_explicit_keys(toy_pm: PluginManager) -> None:
+    seen = {}
+    task = toy()
+
+    def prepare(config, explicit):
+        seen["keys"] = explicit
+        return config
+
+    task.prepare_config = prepare
+    resolve_config(task, sets=["loss.tau_plus=0.2"], loss="dcl")
+    assert "loss.tau_plus" in seen["keys"] and "train.steps" in seen["keys"]  # from the smoke preset
+
+
+def test_unknown_preset_lists_presets(toy_pm: PluginManager) -> None:
+    with pytest.raises(UnknownNameError, match="smoke"):
+        resolve_config(toy(), preset="big")
+
+
+def test_registry_hparam_validation_and_coercion() -> None:
+    class Thing:
+        name = "thing"
+        hyperparameters = (
+            HParam("x", 0.5, "a fraction", range="[0, 1]", check=lambda v: 0 <= v <= 1),
+            HParam("n", 3, "a count", range=">= 1", check=lambda v: v >= 1),
+            HParam("flag", False, "a switch"),
+        )
+
+        def __init__(self, x: float, n: int, flag: bool) -> None:
+            self.values = (x, n, flag)
+
+    reg = Registry("thing")
+    reg.add(Thing, package="pkg")
+    assert reg.create("thing", x="0.25", n="4", flag="true").values == (0.25, 4, True)
+    with pytest.raises(ConfigError, match=r"x=2.0 is out of range; valid range: \[0, 1\]"):
+        reg.create("thing", x=2.0)
+    with pytest.raises(ConfigError, match="not a valid int"):
+        reg.create("thing", n=2.5)
+    with pytest.raises(UnknownNameError, match="valid: x, n, flag"):
+        reg.create("thing", y=1)

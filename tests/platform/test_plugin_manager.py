@@ -1,0 +1,135 @@
+"""Plugin manager: built-ins registered like plugins, entry points, allow-list, tracing, name clashes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import contrastlab as cl
+from contrastlab.platform.errors import ConfigError, UnknownNameError
+from contrastlab.platform.plugins import BUILTIN_MODULES, PluginManager
+from contrastlab.testing import fresh_plugin_manager
+
+ROOT = Path(__file__).resolve().parents[2]
+PLATFORM = Path(sys.executable).with_name("platform")
+
+
+def test_builtins_are_registered_as_plugins_of_package_contrastlab() -> None:
+    pm = PluginManager(entry_points=False)
+    names = {info.name for info in pm.packages()}
+    assert set(BUILTIN_MODULES) <= names
+    assert all(info.package == "contrastlab" for info in pm.packages())
+    assert {"infonce", "dcl", "pucl"} <= set(pm.registries["loss"].names())
+    assert pm.registries["loss"].get("dcl").package == "contrastlab"
+
+
+def test_fixed_registry_names_exist() -> None:
+    assert set(cl.list_losses()) >= {
+        "infonce",
+        "dcl",
+        "hcl",
+        "bcl",
+        "pucl",
+        "punce",
+        "debiased_pos",
+        "supcon",
+        "unbiased",
+    }
+    assert set(cl.list_samplers()) >= {"two_view", "multi_view", "query_key", "queue"}
+    assert {"curl", "simclr", "pu"} <= set(cl.list_plugins())
+
+
+def test_third_party_module_registers_loss_and_plugin(toy_pm: PluginManager) -> None:
+    assert toy_pm.registries["loss"].get("toy_margin").package == "contrastlab-toy"
+    assert toy_pm.registries["plugin"].get("toy_clusters").package == "contrastlab-toy"
+    assert "toy_margin" in cl.list_losses()
+
+
+def test_duplicate_name_error_names_both_packages() -> None:
+    class Clash:
+        @cl.hookimpl
+        def register_losses(self, register) -> None:
+            class Dup:
+                name = "dcl"
+
+            register(Dup)
+
+    with fresh_plugin_manager(Clash(), package="clashing-pkg") as pm, pytest.raises(ConfigError) as info:
+        _ = pm.registries
+    assert "contrastlab" in str(info.value) and "clashing-pkg" in str(info.value)
+
+
+def test_unknown_names_list_valid_ones_and_suggest() -> None:
+    with pytest.raises(UnknownNameError) as info:
+        cl.make_loss("dlc")
+    msg = str(info.value)
+    assert "infonce" in msg and "Did you mean 'dcl'" in msg
+    with pytest.raises(UnknownNameError, match="tau_plus"):
+        cl.make_loss("dcl", tau_pls=0.1)
+
+
+def _fake_installed_dist(site: Path) -> None:
+    """A dist-info for contrastlab-toy whose entry point is read by importlib.metadata, like a pip install."""
+    dist = site / "contrastlab_toy-0.1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: contrastlab-toy\nVersion: 0.1.0\n")
+    (dist / "entry_points.txt").write_text("[contrastlab]\ntoy = contrastlab_toy.plugin\n")
+
+
+def _env(site: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"CONTRASTLAB_PLUGINS", "CONTRASTLAB_TRACE"}}
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT / "examples" / "plugin_template" / "src")])
+    env.update(extra)
+    return env
+
+
+def _platform(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(PLATFORM), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_entry_point_plugin_trains_through_installed_script(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    _fake_installed_dist(site)
+    env = _env(site)
+    listed = _platform(["plugins"], env, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert "contrastlab-toy" in listed.stdout and "register_losses" in listed.stdout
+    result = _platform(
+        [
+            "train",
+            "--plugin",
+            "toy_clusters",
+            "--loss",
+            "toy_margin",
+            "--logdir",
+            str(tmp_path / "runs"),
+            "--set",
+            "train.steps=30",
+        ],
+        env,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    runs = list((tmp_path / "runs" / "toy_clusters" / "toy_margin").iterdir())
+    assert len(runs) == 1 and (runs[0] / "summary.json").is_file()
+
+
+def test_allow_list_and_trace(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    _fake_installed_dist(site)
+    blocked = _platform(["list", "plugins", "--json"], _env(site, CONTRASTLAB_PLUGINS=""), tmp_path)
+    assert blocked.returncode == 0 and "toy_clusters" not in blocked.stdout
+    allowed = _platform(
+        ["list", "plugins", "--json"],
+        _env(site, CONTRASTLAB_PLUGINS="contrastlab-toy", CONTRASTLAB_TRACE="1"),
+        tmp_path,
+    )
+    assert allowed.returncode == 0 and "toy_clusters" in allowed.stdout
+    assert "[contrastlab trace] call register_losses" in allowed.stderr
+    assert "contrastlab_toy" in allowed.stderr or "toy (contrastlab-toy)" in allowed.stderr
+    other = _platform(["list", "plugins", "--json"], _env(site, CONTRASTLAB_PLUGINS="something-else"), tmp_path)
+    assert "toy_clusters" not in other.stdout

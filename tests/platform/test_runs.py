@@ -1,0 +1,293 @@
+"""Runs: directory layout, TensorBoard scalars, summary, reproducibility, eval, interrupt/kill and resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+import contrastlab as cl
+from contrastlab.platform.plugins import PluginManager
+from contrastlab.testing import fresh_plugin_manager, run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+PLATFORM = Path(sys.executable).with_name("platform")
+
+
+def only_run(root: Path) -> Path:
+    runs = [p for p in root.glob("*/*/*") if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    return [(e.step, e.value) for e in acc.Scalars(tag)]
+
+
+def train_toy(tmp_path: Path, *extra: str) -> tuple[int, str]:
+    return run_cli(
+        [
+            "train",
+            "--plugin",
+            "toy_clusters",
+            "--loss",
+            "dcl",
+            "--logdir",
+            str(tmp_path),
+            "--seed",
+            "3",
+            "--set",
+            "train.steps=40",
+            "--set",
+            "checkpoint_every=10",
+            *extra,
+        ]
+    )
+
+
+def test_train_writes_a_complete_run_dir(toy_pm: PluginManager, tmp_path: Path) -> None:
+    code, out = train_toy(tmp_path)
+    assert code == 0, out
+    run_dir = only_run(tmp_path)
+    assert run_dir.parent.name == "dcl" and run_dir.parent.parent.name == "toy_clusters"
+    assert run_dir.name.endswith("-s3")
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["loss"]["name"] == "dcl" and "tau_plus" in config["loss"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for key in ["metrics", "hardware", "wall_time_s", "versions", "labels_used", "primary_metric"]:
+        assert key in summary
+    assert summary["labels_used"] is False
+    assert summary["versions"]["torch"] and summary["hardware"]["cpu_count"] >= 1
+    assert 0.0 <= summary["metrics"]["eval/nn_accuracy"] <= 1.0
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "completed"
+    assert [r["step"] for r in read_metrics(run_dir) if "train/loss" in r] == [20, 40]
+    assert [s for s, _ in scalars(run_dir, "train/loss")] == [20, 40]
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir())[-1] == "step_000000000040.pt"
+    assert "platform tensorboard" in out and "ETA" in out
+
+
+def test_label_aware_loss_records_labels_used(toy_pm: PluginManager, tmp_path: Path) -> None:
+    code, out = run_cli(
+        ["train", "--plugin", "toy_clusters", "--loss", "supcon", "--logdir", str(tmp_path), "--set", "train.steps=5"]
+    )
+    assert code == 0, out
+    assert json.loads((only_run(tmp_path) / "summary.json").read_text())["labels_used"] is True
+
+
+def test_same_seed_same_metrics(toy_pm: PluginManager, tmp_path: Path) -> None:
+    results = []
+    for name in ("a", "b"):
+        code, out = train_toy(tmp_path / name)
+        assert code == 0, out
+        run_dir = only_run(tmp_path / name)
+        results.append(
+            (
+                [r.get("train/loss") for r in read_metrics(run_dir)],
+                json.loads((run_dir / "summary.json").read_text())["metrics"],
+            )
+        )
+    assert results[0] == results[1]
+
+
+def test_eval_reevaluates_the_checkpoint(toy_pm: PluginManager, tmp_path: Path) -> None:
+    code, out = train_toy(tmp_path)
+    assert code == 0, out
+    run_dir = only_run(tmp_path)
+    code, out = run_cli(["eval", str(run_dir)])
+    assert code == 0, out
+    evaluated = json.loads((run_dir / "eval.json").read_text())
+    trained = json.loads((run_dir / "summary.json").read_text())["metrics"]
+    assert evaluated["eval/nn_accuracy"] == pytest.approx(trained["eval/nn_accuracy"])
+
+
+class _Interrupting:
+    """A plugin module whose task raises KeyboardInterrupt after a given step, once."""
+
+    def __init__(self, stop_after: int) -> None:
+        from contrastlab_toy.task import ToyTask
+
+        stop = stop_after
+
+        class InterruptedToy(ToyTask):
+            name = "toy_interrupt"
+            armed = True
+
+            def train(self, config, run):
+                original = run.save_checkpoint
+
+                def save_then_maybe_stop(state, step):
+                    path = original(state, step)
+                    if InterruptedToy.armed and step >= stop:
+                        InterruptedToy.armed = False
+                        raise KeyboardInterrupt
+                    return path
+
+                run.save_checkpoint = save_then_maybe_stop
+                return super().train(config, run)
+
+        self.task = InterruptedToy
+
+    @cl.hookimpl
+    def register_plugins(self, register) -> None:
+        register(self.task)
+
+
+def test_ctrl_c_then_resume_completes_without_repeating_steps(tmp_path: Path) -> None:
+    import contrastlab_toy.plugin
+
+    plugin = _Interrupting(stop_after=20)
+    with fresh_plugin_manager(contrastlab_toy.plugin, plugin, package="contrastlab-toy"):
+        code, out = run_cli(
+            [
+                "train",
+                "--plugin",
+                "toy_interrupt",
+                "--loss",
+                "dcl",
+                "--logdir",
+                str(tmp_path),
+                "--set",
+                "train.steps=40",
+                "--set",
+                "checkpoint_every=10",
+                "--set",
+                "train.log_every=10",
+            ]
+        )
+        assert code == 130, out
+        run_dir = only_run(tmp_path)
+        assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
+        assert "--resume" in out
+        code, out = run_cli(["train", "--resume", str(run_dir)])
+        assert code == 0, out
+    steps = [r["step"] for r in read_metrics(run_dir) if "train/loss" in r]
+    assert steps == [10, 20, 30, 40]
+    assert [s for s, _ in scalars(run_dir, "train/loss")] == [10, 20, 30, 40]
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "completed"
+
+
+@pytest.mark.slow
+def test_killed_process_resumes(tmp_path: Path) -> None:
+    """SIGKILL in the middle of training (no cleanup at all), then --resume finishes the run."""
+    site = tmp_path / "site"
+    dist = site / "contrastlab_toy-0.1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: contrastlab-toy\nVersion: 0.1.0\n")
+    (dist / "entry_points.txt").write_text("[contrastlab]\ntoy = contrastlab_toy.plugin\n")
+    env = dict(os.environ)
+    env.pop("CONTRASTLAB_PLUGINS", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT / "examples" / "plugin_template" / "src")])
+    logdir = tmp_path / "runs"
+    proc = subprocess.Popen(
+        [
+            str(PLATFORM),
+            "train",
+            "--plugin",
+            "toy_clusters",
+            "--loss",
+            "infonce",
+            "--logdir",
+            str(logdir),
+            "--set",
+            "train.steps=4000",
+            "--set",
+            "checkpoint_every=50",
+            "--set",
+            "train.log_every=10",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if list(logdir.glob("*/*/*/checkpoints/step_*.pt")):
+            break
+        time.sleep(0.2)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    run_dir = only_run(logdir)
+    assert not (run_dir / "summary.json").exists()
+    result = subprocess.run(
+        [str(PLATFORM), "train", "--resume", str(run_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    steps = [r["step"] for r in read_metrics(run_dir) if "train/loss" in r]
+    assert steps == list(range(10, 4001, 10))
+
+
+def test_cpu_warning_for_gpu_sized_preset(tmp_path: Path) -> None:
+    import contrastlab_toy.plugin
+    from contrastlab_toy.task import ToyTask
+
+    class BigToy(ToyTask):
+        name = "toy_big"
+        presets = {**ToyTask.presets, "paper": {"train": {"steps": 3}}}
+        gpu_presets = frozenset({"paper"})
+
+        def estimate_seconds(self, config, device):
+            return 7200.0
+
+    class Module:
+        @cl.hookimpl
+        def register_plugins(self, register) -> None:
+            register(BigToy)
+
+    with fresh_plugin_manager(contrastlab_toy.plugin, Module(), package="contrastlab-toy"):
+        code, out = run_cli(
+            [
+                "train",
+                "--plugin",
+                "toy_big",
+                "--loss",
+                "infonce",
+                "--preset",
+                "paper",
+                "--logdir",
+                str(tmp_path),
+                "--device",
+                "cpu",
+            ]
+        )
+    assert code == 0, out
+    assert "warning" in out and "2.0 h" in out and "--preset smoke" in out
+
+
+def test_tensorboard_serves_on_localhost(tmp_path: Path) -> None:
+    import urllib.request
+
+    proc = subprocess.Popen(
+        [str(PLATFORM), "tensorboard", str(tmp_path), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert "http://127.0.0.1:" in line, line
+        url = line.split(" at ", 1)[1].split()[0]
+        with urllib.request.urlopen(url, timeout=30) as response:
+            assert response.status == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

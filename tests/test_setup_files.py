@@ -1,0 +1,44 @@
+"""The two-command setup: pins, Makefile targets, CI script, README quick start."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_constraints_pin_torch_and_mujoco() -> None:
+    pins = ROOT.joinpath("constraints.txt").read_text()
+    assert re.search(r"^torch==2\.13\.0$", pins, re.M)
+    assert re.search(r"^mujoco==3\.17\.0$", pins, re.M)
+
+
+def test_pyproject_keeps_open_ranges_and_scripts() -> None:
+    text = ROOT.joinpath("pyproject.toml").read_text()
+    assert '"torch>=2.3"' in text
+    assert 'platform = "contrastlab.platform.cli:main"' in text
+    assert 'contrastlab = "contrastlab.platform.cli:main"' in text
+
+
+def test_makefile_demo_and_test_use_setup_and_pins() -> None:
+    make = ROOT.joinpath("Makefile").read_text()
+    assert "demo: setup" in make and "platform train --plugin curl --loss pucl --preset smoke" in make
+    assert "test: setup" in make and "pytest" in make
+    assert "MUJOCO_GL ?= egl" in make
+    setup = ROOT.joinpath("scripts", "setup.sh").read_text()
+    assert "-c constraints.txt" in setup and "dataset-fashion-mnist" in setup and "apt-get update" in setup
+
+
+def test_ci_runs_exactly_the_test_command() -> None:
+    ci = ROOT.joinpath(".ci", "run").read_text()
+    commands = [line for line in ci.splitlines() if line.strip() and not line.startswith("#")]
+    assert commands[-1].strip() == "make test"
+
+
+def test_readme_quick_start_has_the_two_commands() -> None:
+    readme = ROOT.joinpath("README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", quick, re.S)
+    commands = [line for block in blocks for line in block.splitlines() if line.strip() and not line.startswith("#")]
+    assert commands == ["make demo", "make test"]
