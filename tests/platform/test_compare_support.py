@@ -167,21 +167,41 @@ TOY_BASE = [
 """A ``platform`` command line that knows the toy plugin (pass as ``base`` to ``run_grid``)."""
 
 
-def write_synthetic_run(root: Path, *, plugin: str = "toy", loss: str = "toy_plain", seed: int = 1,
-                        overrides: list[str] | None = None, preset: str = "smoke", status: str = "completed",
-                        final: dict[str, float] | None = None, curve: list[float] | None = None,
-                        error: str | None = None, name: str | None = None, primary: str = "score",
-                        events: bool = False) -> Path:
+def write_synthetic_run(
+    root: Path,
+    *,
+    plugin: str = "toy",
+    loss: str = "toy_plain",
+    seed: int = 1,
+    overrides: list[str] | None = None,
+    preset: str = "smoke",
+    status: str = "completed",
+    final: dict[str, float] | None = None,
+    curve: list[float] | None = None,
+    error: str | None = None,
+    name: str | None = None,
+    primary: str = "score",
+    events: bool = False,
+) -> Path:
     """A run directory in the on-disk format of ``platform train`` (``run.py``)."""
     overrides = overrides or []
     name = name or f"{'_'.join(o.replace('--set ', '') for o in overrides) or 'base'}-s{seed}"
     run_dir = Path(root) / "runs" / plugin / loss / name
     run_dir.mkdir(parents=True, exist_ok=True)
-    hp = {o.split("=")[0].removeprefix("--set ").split(".")[-1]: float(o.split("=")[1])
-          for o in overrides if "loss." in o}
+    hp = {
+        o.split("=")[0].removeprefix("--set ").split(".")[-1]: float(o.split("=")[1]) for o in overrides if "loss." in o
+    }
     (run_dir / "config.yaml").write_text(yaml.safe_dump({"seed": seed, "device": "cpu", "loss": {"name": loss, **hp}}))
-    info = {"plugin": plugin, "loss": loss, "seed": seed, "preset": preset, "overrides": overrides,
-            "status": status, "error": error, "created": "2026-11-21T00:00:00+00:00"}
+    info = {
+        "plugin": plugin,
+        "loss": loss,
+        "seed": seed,
+        "preset": preset,
+        "overrides": overrides,
+        "status": status,
+        "error": error,
+        "created": "2026-11-21T00:00:00+00:00",
+    }
     (run_dir / "run.json").write_text(json.dumps(info))
     curve = curve or []
     with open(run_dir / "metrics.jsonl", "w") as fh:
@@ -195,9 +215,20 @@ def write_synthetic_run(root: Path, *, plugin: str = "toy", loss: str = "toy_pla
             for step, value in enumerate(curve, start=1):
                 writer.add_scalar(f"eval/{primary}", value, step * 10)
     if status == "completed":
-        summary = {"plugin": plugin, "loss": loss, "loss_hparams": hp, "seed": seed, "preset": preset,
-                   "metrics": final or {}, "primary_metric": primary, "higher_is_better": True,
-                   "wall_time_s": 1.5, "hardware": {}, "versions": {}, "labels_used": False}
+        summary = {
+            "plugin": plugin,
+            "loss": loss,
+            "loss_hparams": hp,
+            "seed": seed,
+            "preset": preset,
+            "metrics": final or {},
+            "primary_metric": primary,
+            "higher_is_better": True,
+            "wall_time_s": 1.5,
+            "hardware": {},
+            "versions": {},
+            "labels_used": False,
+        }
         (run_dir / "summary.json").write_text(json.dumps(summary))
     assert not any(math.isnan(v) for v in (final or {}).values())
     return run_dir

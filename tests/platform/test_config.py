@@ -89,3 +89,10 @@ def test_registry_hparam_validation_and_coercion() -> None:
         reg.create("thing", n=2.5)
     with pytest.raises(UnknownNameError, match="valid: x, n, flag"):
         reg.create("thing", y=1)
+
+
+def test_resolution_never_mutates_presets(toy_pm: PluginManager) -> None:
+    task = toy()
+    before = repr(task.presets)
+    resolve_config(task, preset="smoke", sets=["train.steps=3", "train.lr=0.5"])
+    assert repr(type(task).presets) == before

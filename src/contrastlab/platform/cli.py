@@ -153,6 +153,8 @@ def plugins_command(
 
     Set CONTRASTLAB_PLUGINS=pkg1,pkg2 to load only those third-party packages (empty: built-ins only) and
     CONTRASTLAB_TRACE=1 to print every hook call.
+
+    Examples: platform plugins;  CONTRASTLAB_TRACE=1 platform plugins --json
     """
     rows = [vars(info) for info in get_plugin_manager().packages()]
     if as_json:

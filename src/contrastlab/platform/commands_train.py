@@ -87,7 +87,8 @@ def execute(run: Run) -> dict:
         run.mark("failed", error=f"{type(exc).__name__}: {exc}")
         if isinstance(exc, ContrastlabError):
             raise
-        (run.dir / "error.log").write_text(traceback.format_exc())
+        if run.is_main:
+            (run.dir / "error.log").write_text(traceback.format_exc())
         err_console.print(f"traceback saved to {run.dir / 'error.log'}; fix and continue with --resume {run.dir}")
         raise
     return run.finish(metrics)

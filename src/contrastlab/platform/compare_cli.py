@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from contrastlab.platform import compare as cmp
+from contrastlab.platform import compare_run as runner
 from contrastlab.platform.cli_common import console, err_console, get_plugin, user_errors
 from contrastlab.platform.errors import ConfigError
 
@@ -87,12 +88,13 @@ def acquire_lock(out: Path) -> Path:
 def print_results(out: Path) -> None:
     """Echo the first table of ``results.md`` and where every output is."""
     text = (out / "results.md").read_text().split("\n## ")[0]
-    console.print(text, markup=False, highlight=False)
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
     for name in ("results.csv", "results.md", "curves.png", "final.png"):
-        console.print(f"{name:12s} {out / name}", highlight=False)
+        console.print(f"{name:12s} {out / name}", highlight=False, soft_wrap=True)
     console.print(
         f"TensorBoard  tensorboard --logdir {out / 'tensorboard'}   (or: platform tensorboard {out / 'tensorboard'})",
         highlight=False,
+        soft_wrap=True,
     )
 
 
@@ -118,8 +120,11 @@ def add_compare_commands(app: typer.Typer) -> None:
         """Run a loss × hyperparameter × seed grid as separate processes, then write the results table, plots
         and a side-by-side TensorBoard logdir.
 
-        Repeating the command skips finished runs and resumes unfinished ones; a failed run never stops the
-        others and appears in the table with its error (exit code 1 when any run failed).
+        Outputs in --out: results.csv, results.md (mean ± std, best in bold), curves.png, final.png, tensorboard/.
+
+        Repeating the command skips finished runs and resumes unfinished ones (see docs/compare.md).
+
+        A failed run never stops the others; results.md lists it with its error, and the exit code is 1.
 
         Examples:
 
@@ -143,17 +148,20 @@ def add_compare_commands(app: typer.Typer) -> None:
         points = cmp.expand_grid(task.name, losses, seed_values, preset=preset, sets=sets, axes=axes)
         cmp.validate_points(points)
         out_dir = out or default_out(task.name, preset, losses, sets, axes)
-        states = [cmp.run_state(p.run_dir(out_dir)) for p in points]
+        states = [runner.run_state(p.run_dir(out_dir)) for p in points]
         counts = {s: states.count(s) for s in ("completed", "resume", "fresh")}
         err_console.print(
             f"{len(points)} runs → {out_dir}: {counts['completed']} finished (skipped), "
             f"{counts['resume']} to resume, {counts['fresh']} new; "
             f"{len(slots)} at a time; logs in {out_dir / 'logs'}",
             highlight=False,
+            soft_wrap=True,
         )
         if dry_run:
             for p, s in zip(points, states, strict=True):
-                console.print(f"{s:9s} {p.label:32s} seed {p.seed:<3d} {p.run_dir(out_dir)}", highlight=False)
+                console.print(
+                    f"{s:9s} {p.label:32s} seed {p.seed:<3d} {p.run_dir(out_dir)}", highlight=False, soft_wrap=True
+                )
             return
         lock = acquire_lock(out_dir)
         try:
@@ -168,9 +176,11 @@ def add_compare_commands(app: typer.Typer) -> None:
             }
             (out_dir / "compare.json").write_text(json.dumps(spec, indent=2))
             try:
-                results = cmp.run_grid(points, out_dir, slots=slots, console=err_console)
+                results = runner.run_grid(points, out_dir, slots=slots, console=err_console)
             except KeyboardInterrupt:
-                err_console.print("interrupted; run the same command again to resume the unfinished runs")
+                err_console.print(
+                    "interrupted; run the same command again to resume the unfinished runs", soft_wrap=True
+                )
                 raise typer.Exit(130) from None
             from contrastlab.platform.report import build_report
 
@@ -182,7 +192,7 @@ def add_compare_commands(app: typer.Typer) -> None:
         failed = [r for r in results if r.status == "failed"]
         if failed:
             logs = out_dir / "logs"
-            err_console.print(f"{len(failed)} of {len(results)} runs failed; see results.md and {logs}")
+            err_console.print(f"{len(failed)} of {len(results)} runs failed; see results.md and {logs}", soft_wrap=True)
             raise typer.Exit(1)
 
     @app.command("report")

@@ -8,6 +8,7 @@ filled with their registered defaults and range-checked, so the resolved config 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -51,13 +52,13 @@ def set_path(data: dict[str, Any], path: list[str], value: Any) -> None:
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """A new mapping: ``base`` recursively updated with ``override``."""
-    out = dict(base)
+    """A new mapping: ``base`` recursively updated with ``override`` (neither input is shared or mutated)."""
+    out = copy.deepcopy(dict(base))
     for key, value in override.items():
         if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
             out[key] = deep_merge(out[key], value)
         else:
-            out[key] = value
+            out[key] = copy.deepcopy(value)
     return out
 
 

@@ -38,13 +38,16 @@ class ProgressBar:
     (CI, pipes) it prints a plain line with the same information about every 10% or 30 seconds.
     """
 
-    def __init__(self, total: int, description: str = "train", unit: str = "step", initial: int = 0) -> None:
+    def __init__(
+        self, total: int, description: str = "train", unit: str = "step", initial: int = 0, enabled: bool = True
+    ) -> None:
         self.total = max(int(total), 1)
         self.description = description
         self.unit = unit
         self.done = int(initial)
         self.console = Console(stderr=True)
-        self.interactive = self.console.is_terminal
+        self.interactive = self.console.is_terminal and enabled
+        self.enabled = enabled
         self._progress: Progress | None = None
         self._task: Any = None
         self._start = time.monotonic()
@@ -79,6 +82,8 @@ class ProgressBar:
         text = "  ".join(f"{k}={_fmt(v)}" for k, v in self.postfix.items())
         if self._progress is not None:
             self._progress.update(self._task, completed=self.done, postfix=text)
+            return
+        if not self.enabled:
             return
         now = time.monotonic()
         fraction = self.done / self.total

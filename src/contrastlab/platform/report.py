@@ -186,9 +186,10 @@ class Group:
         return next((r.higher_is_better for r in self.runs if r.primary), True)
 
     def values(self, metric: str | None = None) -> list[float]:
-        """Final values of ``metric`` (default: primary) over the completed seeds."""
+        """Finite final values of ``metric`` (default: primary) over the completed seeds."""
         metric = metric or self.primary
-        return [r.metrics[metric] for r in self.runs if r.status == "completed" and metric in r.metrics]
+        vals = [r.metrics.get(metric) for r in self.runs if r.status == "completed"]
+        return [v for v in vals if v is not None and math.isfinite(v)]  # a diverged (NaN) seed does not count
 
     def stats(self, metric: str | None = None) -> tuple[float, float, int]:
         """``(mean, sample std (n−1; 0 for one seed), n)``; ``(nan, nan, 0)`` without completed runs."""
@@ -210,6 +211,10 @@ def group_runs(records: Sequence[RunRecord], rows: Sequence[str] | None = None) 
     ``rows``: override keys that name the task rows (default: every varying key not under ``loss.``); other
     varying non-loss keys join the column label.
     """
+    known = {r.plugin: (r.primary, r.higher_is_better) for r in records if r.primary and r.status == "completed"}
+    for rec in records:  # a run that failed before writing summary.json takes its plugin's primary metric
+        if not rec.primary and rec.plugin in known:
+            rec.primary, rec.higher_is_better = known[rec.plugin]
     by_ident: dict[tuple[Any, ...], list[RunRecord]] = {}
     for rec in records:
         by_ident.setdefault(rec.ident, []).append(rec)
@@ -259,24 +264,12 @@ def fmt_mean_std(mean: float, std: float) -> str:
 
 # ---------------------------------------------------------------------------------------------- tables
 def write_csv(groups: Sequence[Group], path: Path) -> Path:
-    """``results.csv``: one row per run with its configuration, status, error and every final metric."""
+    """``results.csv``: one row per run with its configuration, status, error and every final metric (a
+    metric whose name clashes with a fixed column, e.g. ``loss``, is written as ``metric.<name>``)."""
     metric_names = sorted({m for g in groups for r in g.runs for m in r.metrics})
-    head = [
-        "task",
-        "configuration",
-        "plugin",
-        "preset",
-        "loss",
-        "seed",
-        "status",
-        "error",
-        "primary_metric",
-        "primary_value",
-        *metric_names,
-        "wall_time_s",
-        "overrides",
-        "run_dir",
-    ]
+    fixed = ["task", "configuration", "plugin", "preset", "loss", "seed", "status", "error"]
+    fixed += ["primary_metric", "primary_value", "wall_time_s", "overrides", "run_dir"]
+    head = [*fixed[:10], *(f"metric.{m}" if m in fixed else m for m in metric_names), *fixed[10:]]
     with open(path, "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(head)
@@ -305,6 +298,14 @@ def write_csv(groups: Sequence[Group], path: Path) -> Path:
     return path
 
 
+def _ties(g: Group, best: Group | None) -> bool:
+    """Whether ``g`` is the best of its row or ties with it (ties are all marked)."""
+    if best is None or g.stats()[2] == 0:
+        return False
+    a, b = g.stats()[0], best.stats()[0]
+    return g is best or abs(a - b) <= 1e-12 * max(1.0, abs(b))
+
+
 def _cell(g: Group, best: bool) -> str:
     mean, std, n = g.stats()
     if n == 0:
@@ -321,19 +322,18 @@ def markdown(groups: Sequence[Group]) -> str:
     rows = list(dict.fromkeys(g.row for g in groups))
     cols = list(dict.fromkeys(g.column for g in groups))
     cell = {(g.row, g.column): g for g in groups}
-    metrics = list(dict.fromkeys(g.primary for g in groups))
+    metrics = list(dict.fromkeys(g.primary for g in groups if g.primary)) or ["?"]
     arrow = {True: "↑ higher is better", False: "↓ lower is better"}
     out = [
         "# Results",
         "",
-        f"Final {', '.join(m or '?' for m in metrics)}: mean ± std over seeds "
-        "(sample std, n−1); best per task in **bold**.",
+        f"Final {', '.join(metrics)}: mean ± std over seeds (sample std, n−1); best per task in **bold**.",
         "",
     ]
     out += ["| task | metric | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
     for r in rows:
         anyg = next(g for g in groups if g.row == r)
-        cells = [_cell(cell[(r, c)], best.get(r) is cell[(r, c)]) if (r, c) in cell else "" for c in cols]
+        cells = [_cell(cell[(r, c)], _ties(cell[(r, c)], best.get(r))) if (r, c) in cell else "" for c in cols]
         metric = f"{anyg.primary} ({arrow[anyg.higher_is_better][0]})"
         out.append(f"| {r} | {metric} | " + " | ".join(cells) + " |")
     names = sorted({m for g in groups for run in g.runs for m in run.metrics})

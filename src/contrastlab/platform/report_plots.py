@@ -83,7 +83,8 @@ def plot_curves(groups: Sequence[Group], path: Path, tag: str | None = None) -> 
             steps, mean, std = mean_band([c.get(use, []) for c in curves[id(g)]]) if use else ([], [], [])
             if len(steps) == 0:
                 continue
-            ax.plot(steps, mean, color=colors[g.column], label=f"{g.column} (n={len(g.runs)})", lw=1.8)
+            marker = "o" if len(steps) < 5 else None  # a single evaluation is still visible
+            ax.plot(steps, mean, color=colors[g.column], label=f"{g.column} (n={len(g.runs)})", lw=1.8, marker=marker)
             ax.fill_between(steps, mean - std, mean + std, color=colors[g.column], alpha=0.2, lw=0)
             drawn += 1
         ax.set_title(row)

@@ -83,6 +83,18 @@ def _set_rng_state(state: Mapping[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def is_main_process() -> bool:
+    """False on the non-zero ranks of a ``torchrun`` job: only rank 0 writes the run directory."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+class _NullWriter:
+    """Stands in for the TensorBoard writer on non-zero ranks."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: None
+
+
 def is_run_dir(path: Path) -> bool:
     """Whether ``path`` looks like a run directory."""
     return (path / "config.yaml").is_file() and (path / "run.json").is_file()
@@ -106,6 +118,8 @@ class Run:
         self._started = time.monotonic()
         self._info = self._read_info()
         self._metrics_file: Any = None
+        self.is_main = is_main_process()
+        """Whether this process writes logs, checkpoints and summaries (rank 0 under ``torchrun``)."""
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -130,6 +144,9 @@ class Run:
                 run_dir = base / f"{stamp}-s{config.seed}-{suffix}"
         elif run_dir.exists() and any(run_dir.iterdir()):
             raise RunDirError(f"run directory {run_dir} already exists; continue it with --resume {run_dir}")
+        if not is_main_process():
+            seed_everything(config.seed)
+            return cls(plugin, config, run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
         info = {
@@ -172,6 +189,8 @@ class Run:
 
     def _write_info(self, **fields: Any) -> None:
         self._info.update(fields)
+        if not self.is_main:
+            return
         tmp = self.dir / "run.json.tmp"
         tmp.write_text(json.dumps(self._info, indent=2))
         os.replace(tmp, self.dir / "run.json")
@@ -186,7 +205,7 @@ class Run:
         step = self.latest_checkpoint_step()
         keep = -1 if step is None else step
         metrics = self.dir / "metrics.jsonl"
-        if metrics.is_file():
+        if metrics.is_file() and self.is_main:
             kept = []
             for line in metrics.read_text().splitlines():
                 try:
@@ -203,6 +222,8 @@ class Run:
     @property
     def writer(self) -> Any:
         """The TensorBoard ``SummaryWriter`` of this run (created on first use)."""
+        if self._writer is None and not self.is_main:
+            self._writer = _NullWriter()
         if self._writer is None:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -210,7 +231,9 @@ class Run:
         return self._writer
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
-        """Log scalars at ``step`` to TensorBoard and append them to ``metrics.jsonl``."""
+        """Log scalars at ``step`` to TensorBoard and append them to ``metrics.jsonl`` (rank 0 only)."""
+        if not self.is_main:
+            return
         row: dict[str, Any] = {"step": int(step), "wall_time": round(self.elapsed(), 3)}
         for tag, value in metrics.items():
             value = float(value)
@@ -229,7 +252,7 @@ class Run:
         self, total: int, description: str = "train", unit: str = "step", initial: int = 0
     ) -> Iterator[ProgressBar]:
         """A progress bar with rate and ETA: ``with run.progress(n) as bar: bar.update(1, loss=0.3)``."""
-        bar = ProgressBar(total=total, description=description, unit=unit, initial=initial)
+        bar = ProgressBar(total=total, description=description, unit=unit, initial=initial, enabled=self.is_main)
         with bar:
             yield bar
 
@@ -260,8 +283,10 @@ class Run:
     def save_checkpoint(self, state: Mapping[str, Any], step: int) -> Path:
         """Atomically save ``state`` (plus ``step`` and RNG states); ``step`` is on the logging axis."""
         folder = self.dir / CHECKPOINT_DIR
-        folder.mkdir(exist_ok=True)
         path = folder / f"step_{int(step):012d}.pt"
+        if not self.is_main:
+            return path
+        folder.mkdir(exist_ok=True)
         payload = dict(state)
         payload["step"] = int(step)
         payload["_rng"] = _rng_state()
@@ -313,6 +338,8 @@ class Run:
             "labels_used": bool(self.labels_used),
             **self._extra,
         }
+        if not self.is_main:
+            return summary
         (self.dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         hparams = {"loss": self.config.loss.name, "seed": self.config.seed}
         hparams.update(

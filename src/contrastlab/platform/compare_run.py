@@ -1,0 +1,253 @@
+"""Running a ``platform compare`` grid: one ``platform train`` process per grid point, N at a time.
+
+* Completed runs (``run.json`` status ``completed`` and a ``summary.json``) are skipped; a run directory with a
+  ``config.yaml`` is continued with ``platform train --resume``; anything else starts fresh.
+* A failed run never stops the others: its one-line error goes to ``compare_error.txt`` in its run directory
+  (with a placeholder ``run.json`` if the process died before creating one), its output to
+  ``OUT/logs/<plugin>/<loss>/<run name>.log``.
+* One rich progress view shows the whole grid plus a line per running process (its latest logged step).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from contrastlab.platform.compare import GridPoint
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or ``None`` if it is missing or unreadable."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def run_state(run_dir: Path) -> str:
+    """``completed`` (skip), ``resume`` (has ``config.yaml``: continue it), or ``fresh`` (start it)."""
+    run_dir = Path(run_dir)
+    info = read_json(run_dir / "run.json") or {}
+    if info.get("status") == "completed" and (run_dir / "summary.json").is_file():
+        return "completed"
+    if (run_dir / "config.yaml").is_file():
+        return "resume"
+    return "fresh"
+
+
+def train_command(point: GridPoint, out: Path, device: str | None, base: Sequence[str]) -> list[str]:
+    """The ``platform train`` argument list for ``point``: a fresh run, or ``--resume`` of its directory."""
+    run_dir = point.run_dir(out)
+    if run_state(run_dir) == "resume":
+        cmd = [*base, "train", "--resume", str(run_dir)]
+    else:
+        cmd = [*base, "train", "--plugin", point.plugin, "--loss", point.loss, "--seed", str(point.seed)]
+        if point.preset:
+            cmd += ["--preset", point.preset]
+        for ov in point.overrides:
+            cmd += ["--set", ov]
+        cmd += ["--logdir", str(Path(out) / "runs"), "--run-name", point.run_name]
+    if device:
+        cmd += ["--device", device]
+    return cmd
+
+
+@dataclass
+class JobResult:
+    """Outcome of one grid point after :func:`run_grid`."""
+
+    point: GridPoint
+    """The grid point."""
+    run_dir: Path
+    """Its run directory."""
+    status: str
+    """``skipped`` (already completed), ``completed``, ``failed`` or ``interrupted``."""
+    error: str | None = None
+    """One-line error of a failed run."""
+    seconds: float = 0.0
+    """Wall time of the process (0 for skipped runs)."""
+
+
+ERROR_FILE = "compare_error.txt"
+"""File a failed grid run's one-line error is written to (read back by the report)."""
+
+
+def record_failure(point: GridPoint, out: Path, error: str) -> Path:
+    """Record a failed run: ``compare_error.txt``, plus a placeholder ``run.json`` if none was written."""
+    from datetime import datetime, timezone
+
+    run_dir = point.run_dir(out)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not (run_dir / "run.json").exists():
+        info = {
+            "plugin": point.plugin,
+            "loss": point.loss,
+            "seed": point.seed,
+            "preset": point.preset,
+            "overrides": point.overrides,
+            "status": "failed",
+            "error": error,
+            "created": datetime.now(timezone.utc).isoformat(),
+            "placeholder": True,
+        }
+        (run_dir / "run.json").write_text(json.dumps(info, indent=2))
+    (run_dir / ERROR_FILE).write_text(error + "\n")
+    return run_dir
+
+
+def clear_failure(run_dir: Path) -> None:
+    """Before a retry: drop ``compare_error.txt`` and a placeholder directory (only what this wrote)."""
+    (run_dir / ERROR_FILE).unlink(missing_ok=True)
+    info = read_json(run_dir / "run.json") or {}
+    if info.get("placeholder") and not (run_dir / "config.yaml").exists():
+        (run_dir / "run.json").unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()
+
+
+def last_error_line(log: Path) -> str:
+    """The last non-empty line of a log (a traceback's final line names the exception)."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "process failed (no log)"
+    return lines[-1][:500] if lines else "process failed (empty log)"
+
+
+def latest_step(run_dir: Path) -> str:
+    """``step N`` from the last line of ``metrics.jsonl`` (read from the end), or an empty string."""
+    try:
+        with open(run_dir / "metrics.jsonl", "rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - 4096))
+            line = fh.read().decode(errors="replace").strip().splitlines()[-1]
+        return f"step {int(json.loads(line)['step'])}"
+    except (OSError, IndexError, ValueError, KeyError, TypeError):
+        return ""
+
+
+def platform_base_command() -> list[str]:
+    """How to call the CLI in a subprocess: the ``platform`` script beside ``sys.executable`` if present."""
+    import os
+    import sys
+
+    script = Path(sys.executable).parent / ("platform.exe" if os.name == "nt" else "platform")
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-c", "from contrastlab.platform.cli import main; main()"]
+
+
+def run_grid(
+    points: Sequence[GridPoint],
+    out: Path,
+    *,
+    slots: Sequence[str | None] = (None,),
+    base: Sequence[str] | None = None,
+    console: Any = None,
+    poll: float = 0.5,
+) -> list[JobResult]:
+    """Run every grid point as its own ``platform train`` process, ``len(slots)`` at a time.
+
+    ``slots`` holds one entry per concurrent process: ``None`` (device from the config) or a device string
+    passed as ``--device`` (``cuda:K``). Completed runs are skipped; runs with a directory are resumed. One
+    rich progress view shows the whole grid. Ctrl-C interrupts the running processes (they resume next time).
+    """
+    import os
+    import shlex
+    import signal
+    import subprocess
+    import time
+
+    from rich import progress as rp
+    from rich.console import Console
+    from rich.markup import escape
+
+    out, console = Path(out), console or Console(stderr=True)
+    base = list(base or platform_base_command())
+    results: dict[int, JobResult] = {}
+    pending: list[int] = []
+    for i, p in enumerate(points):
+        if run_state(p.run_dir(out)) == "completed":
+            results[i] = JobResult(p, p.run_dir(out), "skipped")
+        else:
+            pending.append(i)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // len(slots))))
+    free = list(range(len(slots)))
+    running: dict[int, tuple[Any, int, float, Any, Any]] = {}  # slot -> (proc, index, t0, task, log file)
+    columns = (
+        rp.TextColumn("{task.description}"),
+        rp.BarColumn(),
+        rp.MofNCompleteColumn(),
+        rp.TimeElapsedColumn(),
+        rp.TimeRemainingColumn(),
+        rp.TextColumn("{task.fields[info]}"),
+    )
+    with rp.Progress(*columns, console=console, transient=False) as progress:
+        overall = progress.add_task(
+            f"grid ({len(points)} runs)", total=len(points), completed=len(results), info=f"{len(results)} already done"
+        )
+        try:
+            while pending or running:
+                while pending and free:
+                    slot, i = free.pop(0), pending.pop(0)
+                    p, run_dir = points[i], points[i].run_dir(out)
+                    clear_failure(run_dir)
+                    log = out / "logs" / p.plugin / p.loss / f"{p.run_name}.log"
+                    log.parent.mkdir(parents=True, exist_ok=True)
+                    fh = open(log, "a")  # noqa: SIM115 (closed when the process ends)
+                    cmd = train_command(p, out, slots[slot], base)
+                    fh.write(f"$ {shlex.join(cmd)}\n")
+                    fh.flush()
+                    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+                    task = progress.add_task(f"  {p.loss}/{p.run_name}", total=None, info=slots[slot] or "")
+                    running[slot] = (proc, i, time.monotonic(), task, fh)
+                for slot, (proc, i, t0, task, fh) in list(running.items()):
+                    rc = proc.poll()
+                    p, run_dir = points[i], points[i].run_dir(out)
+                    if rc is None:
+                        progress.update(task, info=f"{slots[slot] or ''} {latest_step(run_dir)}".strip())
+                        continue
+                    fh.close()
+                    secs = time.monotonic() - t0
+                    if rc == 0 and run_state(run_dir) == "completed":
+                        results[i] = JobResult(p, run_dir, "completed", None, secs)
+                        progress.console.print(
+                            f"[green]done[/] {escape(p.label)} s{p.seed} ({secs:.0f} s)", soft_wrap=True
+                        )
+                    else:
+                        info = read_json(run_dir / "run.json") or {}
+                        err = info.get("error") or last_error_line(Path(fh.name))
+                        if rc == 0:
+                            err = f"exited 0 without a completed summary.json ({err})"
+                        record_failure(p, out, err)
+                        results[i] = JobResult(p, run_dir, "failed", err, secs)
+                        progress.console.print(
+                            f"[red]failed[/] {escape(p.label)} s{p.seed}: {escape(err)}  (log: {escape(fh.name)})",
+                            soft_wrap=True,
+                            markup=True,
+                        )
+                    progress.remove_task(task)
+                    del running[slot]
+                    free.append(slot)
+                    n_fail = sum(r.status == "failed" for r in results.values())
+                    progress.update(overall, completed=len(results), info=f"{n_fail} failed" * bool(n_fail))
+                if running:
+                    time.sleep(poll)
+        except KeyboardInterrupt:
+            for proc, i, t0, _task, fh in running.values():
+                if proc.poll() is None:  # SIGINT lets `platform train` mark the run interrupted
+                    proc.send_signal(signal.SIGINT if hasattr(signal, "SIGINT") else signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                fh.close()
+                results[i] = JobResult(points[i], points[i].run_dir(out), "interrupted", None, time.monotonic() - t0)
+            raise
+    return [results[i] for i in sorted(results)]

@@ -1,0 +1,157 @@
+"""``platform compare`` / ``platform report`` through the CLI: clear errors before anything runs, and a tiny real
+compare (real ``platform train`` subprocesses) that a repeated command skips."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+import test_compare_support as toy
+from typer.testing import CliRunner
+
+from contrastlab.platform import compare_run as runner
+from contrastlab.platform.cli import app
+from contrastlab.platform.plugins import PluginManager, registry, use_plugin_manager
+
+
+@pytest.fixture
+def toy_pm():
+    pm = PluginManager(builtins=False, entry_points=False)
+    pm.register_module(toy, package="toy-test", name="toy_test_plugin")
+    with use_plugin_manager(pm):
+        yield pm
+
+
+BASE = ["compare", "--plugin", "toy", "--loss", "toy_plain,toy_debiased", "--preset", "smoke"]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--grid", "loss.tau_plus"], "--grid 'loss.tau_plus': expected key=v1,v2"),
+        (["--grid", "loss.tau_plus=0.1,,0.2"], "empty value"),
+        (["--grid", "loss.tau_plus="], "empty value"),
+        (["--grid", "loss.beta=0.5,1"], "unknown key 'loss.beta'"),
+        (["--grid", "train.stpes=1,2"], "unknown config key 'train.stpes'"),
+        (["--set", "train.steps"], "--set 'train.steps': expected key=value"),
+        (["--grid", "loss.tau_plus=1.5"], "tau_plus"),
+        (["--seeds", "0"], "--seeds 0"),
+        (["--devices", "0"], "--devices '0'"),
+        (["--devices", "0", "--jobs", "2"], "exclusive"),
+    ],
+)
+def test_bad_input_fails_before_anything_runs(toy_pm, tmp_path, extra, message):
+    import torch
+
+    if torch.cuda.is_available() and extra[:2] == ["--devices", "0"] and len(extra) == 2:
+        pytest.skip("this machine has a GPU")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [*BASE, *extra, "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_unknown_plugin_and_loss(toy_pm, tmp_path):
+    result = CliRunner().invoke(app, ["compare", "--plugin", "toyy", "--loss", "toy_plain", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "unknown plugin 'toyy'" in result.output and "Did you mean 'toy'" in result.output
+    result = CliRunner().invoke(app, ["compare", "--plugin", "toy", "--loss", "toy_plian", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "unknown loss 'toy_plian'" in result.output
+
+
+def test_dry_run_lists_grid(toy_pm, tmp_path):
+    out = tmp_path / "out"
+    args = [*BASE, "--grid", "loss.tau_plus=0.05,0.1", "--seeds", "2", "--out", str(out), "--dry-run"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "6 runs" in result.output and "6 new" in result.output
+    assert result.output.count("toy_debiased tau_plus=0.1") == 2
+    assert not (out / "runs").exists()
+
+
+@pytest.mark.slow
+def test_tiny_real_compare_then_resume_skip(toy_pm, tmp_path, monkeypatch):
+    """Two losses (one with a τ+ grid), two seeds, real `platform train` processes; then the same command again."""
+    monkeypatch.setattr(runner, "platform_base_command", lambda: list(toy.TOY_BASE))
+    out = tmp_path / "out"
+    args = [*BASE, "--grid", "loss.tau_plus=0.1", "--seeds", "2", "--jobs", "2", "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert len(rows) == 4 and {r["status"] for r in rows} == {"completed"}
+    for r in rows:  # final scores are the toy plugin's deterministic formula after 6 smoke steps
+        tau = float(r["overrides"].split("=")[1]) if r["overrides"] else 0.0
+        assert float(r["score"]) == pytest.approx(toy.toy_score(int(r["seed"]), tau, 6))
+    md = (out / "results.md").read_text()
+    assert "| toy | score (↑) | **0.7350 ± 0.0071** | 0.6350 ± 0.0071 |" in md
+    for png in ("curves.png", "final.png"):
+        assert (out / png).stat().st_size > 10_000
+    assert len(list((out / "tensorboard" / "toy").glob("*/s*"))) == 4
+    summaries = sorted(out.glob("runs/toy/*/*/summary.json"))
+    assert len(summaries) == 4
+    stamps = [p.stat().st_mtime_ns for p in summaries]
+
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert "4 finished (skipped), 0 to resume, 0 new" in again.output
+    assert [p.stat().st_mtime_ns for p in summaries] == stamps
+    assert json.loads((out / "compare.json").read_text())["losses"] == ["toy_plain", "toy_debiased"]
+
+    # `platform report` rebuilds the same table from the run directories.
+    rebuilt = CliRunner().invoke(app, ["report", str(out / "runs"), "--out", str(tmp_path / "rep")])
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert (tmp_path / "rep" / "results.md").read_text() == md
+
+
+@pytest.mark.slow
+def test_tiny_real_compare_first_party_plugin(tmp_path):
+    """The same on a first-party plugin's smoke preset (skipped until that plugin is registered)."""
+    name = "simclr"
+    if name not in registry("plugin"):
+        pytest.skip(f"plugin {name} not available")
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.errors import DataMissingError
+
+    plugin = registry("plugin").get(name).factory()
+    try:
+        plugin.check(resolve_config(plugin, preset="smoke", sets=[s for s in SIMCLR_TINY if s != "--set"]))
+    except DataMissingError as exc:
+        pytest.skip(f"dataset missing: {exc}")
+    out = tmp_path / "out"
+    args = ["compare", "--plugin", name, "--loss", "infonce,dcl", "--preset", "smoke", "--out", str(out)]
+    args += ["--jobs", "2", *SIMCLR_TINY]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert [r["status"] for r in rows] == ["completed", "completed"], rows
+    assert [r["loss"] for r in rows] == ["dcl", "infonce"]
+    assert all(0.0 <= float(r["primary_value"]) <= 1.0 for r in rows)
+    assert all(r["primary_metric"] == rows[0]["primary_metric"] != "" for r in rows)
+    md = (out / "results.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| simclr |"))
+    assert row.count("**") in (2, 4)  # the best cell (both when they tie)
+    assert (out / "curves.png").stat().st_size > 10_000 and (out / "final.png").stat().st_size > 10_000
+
+
+SIMCLR_TINY = [
+    *("--set", "data.train_subset=256", "--set", "data.test_subset=128", "--set", "train.epochs=1"),
+    *("--set", "train.batch_size=64", "--set", "eval.linear_epochs=1", "--set", "encoder.width=4"),
+]
+"""Extra ``--set`` overrides that shrink the simclr smoke preset for this test."""
+
+
+def test_report_without_runs_and_busy_out(toy_pm, tmp_path):
+    import os
+
+    from contrastlab.platform.compare_cli import LOCK_FILE
+
+    result = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 2 and "no run directories" in result.output
+    out = tmp_path / "busy"
+    out.mkdir()
+    (out / LOCK_FILE).write_text(str(os.getppid()))  # a live process that is not us
+    result = CliRunner().invoke(app, [*BASE, "--out", str(out)])
+    assert result.exit_code == 2 and "another platform compare" in result.output
+    assert not (out / "runs").exists()

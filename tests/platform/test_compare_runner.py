@@ -1,0 +1,163 @@
+"""The process-pool runner: resume skip, resume of unfinished runs, failure capture, one process per device.
+
+A fake ``platform train`` (a small Python script) stands in for the real one, so these tests take seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from contrastlab.platform import compare as cmp
+from contrastlab.platform import compare_run as runner
+
+FAKE_TRAIN = textwrap.dedent(
+    """
+    import json, os, sys, time
+    from pathlib import Path
+    argv = sys.argv[1:]
+    with open(os.environ["FAKE_CALLS"], "a") as fh:
+        fh.write(json.dumps(argv) + "\\n")
+    time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+    def opt(name):
+        return argv[argv.index(name) + 1] if name in argv else None
+    if "--resume" in argv:
+        run_dir = Path(opt("--resume"))
+        info = json.loads((run_dir / "run.json").read_text())
+    else:
+        plugin, loss, seed = opt("--plugin"), opt("--loss"), int(opt("--seed"))
+        if os.environ.get("FAKE_FAIL_EARLY") == f"{loss}:{seed}":
+            print("error: ValueError: boom before the run directory", file=sys.stderr)
+            sys.exit(2)
+        run_dir = Path(opt("--logdir")) / plugin / loss / opt("--run-name")
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.yaml").write_text(f"seed: {seed}\\n")
+        info = {"plugin": plugin, "loss": loss, "seed": seed, "preset": opt("--preset"),
+                "overrides": [f"--set {argv[i + 1]}" for i, a in enumerate(argv) if a == "--set"],
+                "status": "running", "error": None}
+        if os.environ.get("FAKE_FAIL_LATE") == f"{loss}:{seed}":
+            info.update(status="failed", error="RuntimeError: diverged at step 3")
+            (run_dir / "run.json").write_text(json.dumps(info))
+            sys.exit(1)
+    with open(run_dir / "metrics.jsonl", "a") as fh:
+        fh.write(json.dumps({"step": 1, "wall_time": 0.1, "eval/score": 0.5}) + "\\n")
+    summary = {"plugin": info["plugin"], "loss": info["loss"], "seed": info["seed"], "metrics": {"score": 0.5},
+               "primary_metric": "score", "higher_is_better": True, "device": opt("--device")}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    info["status"] = "completed"
+    (run_dir / "run.json").write_text(json.dumps(info))
+    """
+)
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    script = tmp_path / "fake_train.py"
+    script.write_text(FAKE_TRAIN)
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("FAKE_CALLS", str(calls))
+
+    def read_calls() -> list[list[str]]:
+        out = [json.loads(x) for x in calls.read_text().splitlines()] if calls.exists() else []
+        calls.unlink(missing_ok=True)
+        return out
+
+    return [sys.executable, str(script)], read_calls
+
+
+def grid() -> list[cmp.GridPoint]:
+    return cmp.expand_grid(
+        "toy",
+        ["a", "b"],
+        [1, 2],
+        preset="smoke",
+        axes=[cmp.parse_grid("loss.t=0.1")],
+        hparams_of=lambda loss: {"t"} if loss == "b" else set(),
+    )
+
+
+def quiet() -> Console:
+    return Console(file=open("/dev/null", "w"), force_terminal=False)
+
+
+def test_failure_does_not_stop_others_and_rerun_skips_finished(tmp_path, fake, monkeypatch):
+    base, calls = fake
+    out = tmp_path / "out"
+    points = grid()
+    monkeypatch.setenv("FAKE_FAIL_EARLY", "a:2")
+    monkeypatch.setenv("FAKE_FAIL_LATE", "b:1")
+    results = runner.run_grid(points, out, slots=[None, None], base=base, console=quiet(), poll=0.05)
+    assert [r.status for r in results] == ["completed", "failed", "failed", "completed"]
+    assert len(calls()) == 4
+    early, late = results[1], results[2]
+    assert early.error == "error: ValueError: boom before the run directory"
+    info = json.loads((early.run_dir / "run.json").read_text())
+    assert info["status"] == "failed" and info["placeholder"] and info["loss"] == "a" and info["seed"] == 2
+    assert late.error == "RuntimeError: diverged at step 3"
+    assert (late.run_dir / runner.ERROR_FILE).read_text().strip() == late.error
+    assert (out / "logs" / "toy" / "a" / f"{points[1].run_name}.log").read_text().count("boom") == 1
+
+    # Repeat: the two finished runs are skipped; the early failure starts fresh, the late one resumes.
+    monkeypatch.delenv("FAKE_FAIL_EARLY")
+    monkeypatch.delenv("FAKE_FAIL_LATE")
+    results = runner.run_grid(points, out, slots=[None], base=base, console=quiet(), poll=0.05)
+    assert [r.status for r in results] == ["skipped", "completed", "completed", "skipped"]
+    again = calls()
+    assert len(again) == 2
+    assert again[0][:2] == ["train", "--plugin"] and again[0][again[0].index("--run-name") + 1] == points[1].run_name
+    assert again[1] == ["train", "--resume", str(points[2].run_dir(out))]
+    assert not (points[2].run_dir(out) / runner.ERROR_FILE).exists()
+    assert "placeholder" not in json.loads((points[1].run_dir(out) / "run.json").read_text())
+
+    # A third time: nothing runs at all.
+    results = runner.run_grid(points, out, slots=[None], base=base, console=quiet(), poll=0.05)
+    assert {r.status for r in results} == {"skipped"} and calls() == []
+
+
+def test_one_process_per_device(tmp_path, fake, monkeypatch):
+    base, calls = fake
+    monkeypatch.setenv("FAKE_SLEEP", "0.3")
+    points = grid()
+    results = runner.run_grid(
+        points, tmp_path / "out", slots=["cuda:0", "cuda:1"], base=base, console=quiet(), poll=0.02
+    )
+    assert all(r.status == "completed" for r in results)
+    devices = [c[c.index("--device") + 1] for c in calls()]
+    assert sorted(devices) == ["cuda:0", "cuda:0", "cuda:1", "cuda:1"]
+    used = {json.loads((r.run_dir / "summary.json").read_text())["device"] for r in results}
+    assert used == {"cuda:0", "cuda:1"}
+
+
+def test_platform_base_command_exists():
+    base = runner.platform_base_command()
+    assert Path(base[0]).exists()
+
+
+def test_ctrl_c_interrupts_running_processes(tmp_path, fake, monkeypatch):
+    """Ctrl-C stops the children promptly (SIGINT) and propagates; nothing is marked completed."""
+    import time
+
+    base, calls = fake
+    monkeypatch.setenv("FAKE_SLEEP", "30")
+    real_sleep = time.sleep
+    ticks = []
+
+    def interrupting_sleep(seconds):
+        ticks.append(seconds)
+        if len(ticks) > 3:
+            raise KeyboardInterrupt
+        real_sleep(0.2)
+
+    monkeypatch.setattr(time, "sleep", interrupting_sleep)
+    points = grid()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_grid(points, tmp_path / "out", slots=[None, None], base=base, console=quiet(), poll=0.05)
+    assert time.monotonic() - start < 10
+    assert len(calls()) == 2  # two were started, none finished
+    assert all(runner.run_state(p.run_dir(tmp_path / "out")) != "completed" for p in points)
