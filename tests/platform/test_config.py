@@ -96,3 +96,8 @@ def test_resolution_never_mutates_presets(toy_pm: PluginManager) -> None:
     before = repr(task.presets)
     resolve_config(task, preset="smoke", sets=["train.steps=3", "train.lr=0.5"])
     assert repr(type(task).presets) == before
+
+
+def test_component_hparam_without_name_targets_the_default_component(toy_pm: PluginManager) -> None:
+    cfg = resolve_config(toy(), sets=["sampler.temperature=0.2"])
+    assert cfg.sampler.name == "two_view" and cfg.sampler.hparams()["temperature"] == 0.2

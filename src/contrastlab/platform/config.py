@@ -129,6 +129,17 @@ def _reset_component(data: dict[str, Any], section: str, name: str | None) -> No
     data[section] = {"name": name}
 
 
+def _fill_component_names(data: dict[str, Any], model: type[TaskConfig]) -> None:
+    """``--set encoder.num_filters=8`` without a name refers to the config's default component."""
+    for section in COMPONENT_SECTIONS:
+        spec = data.get(section)
+        field = model.model_fields.get(section)
+        if isinstance(spec, dict) and "name" not in spec and field is not None:
+            default = field.get_default(call_default_factory=True)
+            if isinstance(default, ComponentSpec):
+                data[section] = {"name": default.name, **default.hparams(), **spec}
+
+
 def resolve_components(config: TaskConfig) -> TaskConfig:
     """Check component names and fill/validate their hyperparameters from the registries."""
     for section, kind in COMPONENT_SECTIONS.items():
@@ -175,6 +186,7 @@ def resolve_config(
         set_path(data, path, value)
     explicit = flatten_keys(data)
     model = plugin.config_model
+    _fill_component_names(data, model)
     try:
         config = model.model_validate(data)
     except ValidationError as exc:

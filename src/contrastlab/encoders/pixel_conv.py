@@ -1,0 +1,98 @@
+"""CURL's pixel encoder: a small conv net, a linear projection and LayerNorm.
+
+Srinivas, Laskin & Abbeel, "CURL: Contrastive Unsupervised Representations for Reinforcement Learning" (2020),
+appendix A (inherited from SAC-AE, Yarats et al. 2019): ``num_layers`` 3×3 convolutions with ``num_filters``
+channels each (stride 2 for the first, 1 after), ReLU after each, then ``Linear -> LayerNorm`` to a
+``latent_dim``-dimensional feature (50 in the paper). No tanh: CURL uses the normalised logits directly.
+
+Inputs are float images scaled to ``[0, 1]``, shape ``[B, in_channels, image_size, image_size]``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from contrastlab.platform.registry import HParam
+
+
+def conv_output_size(image_size: int, num_layers: int) -> int:
+    """Spatial side of the conv trunk output: ``(s - 3) // 2 + 1`` then ``- 2`` per further layer."""
+    side = (image_size - 3) // 2 + 1
+    return side - 2 * (num_layers - 1)
+
+
+def curl_weight_init(module: nn.Module) -> None:
+    """CURL/SAC-AE initialisation: orthogonal linear weights; delta-orthogonal convs (centre tap only).
+
+    Apply with ``model.apply(curl_weight_init)``. Biases start at zero.
+    """
+    if isinstance(module, nn.Linear):
+        nn.init.orthogonal_(module.weight)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Conv2d):
+        nn.init.zeros_(module.weight)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+        mid = module.weight.shape[2] // 2
+        with torch.no_grad():
+            centre = torch.empty(module.weight.shape[0], module.weight.shape[1])
+            nn.init.orthogonal_(centre, gain=nn.init.calculate_gain("relu"))
+            module.weight[:, :, mid, mid] = centre
+
+
+class PixelConvEncoder(nn.Module):
+    """CURL's encoder: ``num_layers`` × 3×3 conv (``num_filters``) → Linear → LayerNorm, output ``[B, latent_dim]``.
+
+    ``conv`` (the trunk) and ``head`` (projection + LayerNorm) are separate submodules so that an actor can share
+    the trunk with a critic while keeping its own head, as CURL does.
+    """
+
+    name = "pixel_conv"
+    description = "CURL's pixel encoder: 4 conv x 32 filters, linear to 50 dims, LayerNorm (CURL/SAC-AE)."
+    hyperparameters = (
+        HParam("num_layers", 4, "number of 3x3 conv layers (first has stride 2)", "integer >= 1",
+               "CURL appendix A", check=lambda v: int(v) >= 1),
+        HParam("num_filters", 32, "channels of every conv layer", "integer >= 1", "CURL appendix A",
+               check=lambda v: int(v) >= 1),
+        HParam("latent_dim", 50, "output (feature) dimension", "integer >= 1", "CURL appendix A",
+               check=lambda v: int(v) >= 1),
+    )
+
+    def __init__(
+        self,
+        num_layers: int = 4,
+        num_filters: int = 32,
+        latent_dim: int = 50,
+        in_channels: int = 9,
+        image_size: int = 84,
+    ) -> None:
+        """Build for ``[B, in_channels, image_size, image_size]`` inputs (9 = 3 stacked RGB frames)."""
+        super().__init__()
+        side = conv_output_size(image_size, num_layers)
+        if side < 1:
+            raise ValueError(f"image_size={image_size} is too small for {num_layers} conv layers")
+        layers: list[nn.Module] = [nn.Conv2d(in_channels, num_filters, 3, stride=2), nn.ReLU()]
+        for _ in range(num_layers - 1):
+            layers += [nn.Conv2d(num_filters, num_filters, 3, stride=1), nn.ReLU()]
+        layers.append(nn.Flatten())
+        self.conv = nn.Sequential(*layers)
+        self.head = nn.Sequential(nn.Linear(num_filters * side * side, latent_dim), nn.LayerNorm(latent_dim))
+        self.in_channels, self.image_size, self.latent_dim = in_channels, image_size, latent_dim
+        self.apply(curl_weight_init)
+
+    def forward_conv(self, x: Tensor) -> Tensor:
+        """Conv trunk: ``[B, C, S, S]`` in ``[0, 1]`` → flattened ``[B, num_filters·s·s]``."""
+        return self.conv(x)
+
+    def forward(self, x: Tensor, detach_conv: bool = False) -> Tensor:
+        """``[B, C, S, S]`` → ``[B, latent_dim]``; ``detach_conv`` stops gradients at the trunk output."""
+        h = self.forward_conv(x)
+        if detach_conv:
+            h = h.detach()
+        return self.head(h)
+
+
+ENCODERS = (PixelConvEncoder,)
+"""Encoders of this module, registered by ``contrastlab.encoders``."""

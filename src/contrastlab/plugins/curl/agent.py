@@ -1,0 +1,221 @@
+"""CURL: pixel SAC with a contrastive auxiliary loss, as a subclass of stable-baselines3's SAC.
+
+Srinivas, Laskin & Abbeel, "CURL" (2020), §4 and appendix A; the debiased variants follow Chuang et al.,
+"Debiased Contrastive Learning" (2020), Table 3 (losses-spec.md §3.5(d)). One gradient step does, in order:
+
+1. sample a batch of uint8 stacks; crop on the training device: one random crop of ``obs`` (the critic input and
+   the contrastive anchor), ``M`` further random crops of ``obs`` (the positive keys), one of ``next_obs``;
+2. critic update: ``y = r + γ(1-d)(min_i Q̄_i(s', a') - α log π(a'|s'))``, ``a' ~ π(·|s')``; the loss
+   ``Σ_i MSE(Q_i(s, a), y)`` trains the Q-heads *and the encoder*;
+3. every ``actor_update_freq`` steps: actor and entropy-temperature update on detached conv features (the conv
+   output of step 2, as DrQ-v2 reuses its encoder output), target entropy ``-|A|``;
+4. every ``target_update_freq`` steps: EMA of the Q-heads (``τ = critic_tau``) and of the encoder into the key
+   encoder (``τ = encoder_tau``);
+5. contrastive update: ``q = f_θ(anchor)``, ``k_m = f_ξ(pos_m)`` (no gradient), the sampler turns ``(q, {k_m})``
+   into a :class:`~contrastlab.ContrastiveBatch` (bilinear ``qᵀWk`` by default; negatives = the other keys) and
+   any registered loss is minimised. One Adam optimiser over the encoder, the sampler (``W``) and the loss takes
+   one step: the reference code's second encoder step (its issues #20/#28) is not reproduced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from stable_baselines3 import SAC
+from stable_baselines3.common.utils import polyak_update
+from torch import Tensor, nn
+
+from contrastlab.plugins.curl.augment import random_crop, random_crops
+from contrastlab.plugins.curl.policy import CurlSACPolicy, q_values
+
+
+def top1_accuracy(batch: Any) -> float:
+    """Fraction of anchors whose numerator positive (column 0) outscores every valid negative."""
+    neg = batch.neg_logits.masked_fill(~batch.valid_mask(), float("-inf"))
+    return float((batch.pos_logits[:, 0] > neg.max(dim=1).values).float().mean())
+
+
+class CurlSAC(SAC):
+    """SB3 ``SAC`` with CURL's encoder arrangement, update schedule and contrastive update.
+
+    ``loss`` and ``sampler`` are registered components (``cl.make_loss``, ``cl.make_sampler``); the sampler is
+    called as ``sampler(queries [B, d], keys)`` with ``keys`` one ``[B, d]`` tensor (``M = 1``) or a list of
+    ``M`` of them. Other keyword arguments go to ``SAC``.
+    """
+
+    policy: CurlSACPolicy
+
+    def __init__(
+        self,
+        env: Any,
+        loss: nn.Module,
+        sampler: nn.Module,
+        *,
+        num_positives: int = 1,
+        crop: int = 84,
+        encoder: str = "pixel_conv",
+        encoder_hparams: dict[str, Any] | None = None,
+        hidden_dim: int = 1024,
+        actor_lr: float = 1e-3,
+        critic_lr: float = 1e-3,
+        encoder_lr: float = 1e-3,
+        alpha_lr: float = 1e-4,
+        alpha_beta: float = 0.5,
+        init_temperature: float = 0.1,
+        critic_tau: float = 0.01,
+        encoder_tau: float = 0.05,
+        actor_update_freq: int = 2,
+        target_update_freq: int = 2,
+        **sac_kwargs: Any,
+    ) -> None:
+        """Build the agent; see the module docstring for the meaning of every setting (CURL appendix A)."""
+        if num_positives < 1:
+            raise ValueError(f"num_positives must be >= 1, got {num_positives}")
+        self.contrastive_loss, self.sampler = loss, sampler
+        self.num_positives, self.crop = num_positives, crop
+        self.encoder_lr, self.alpha_lr, self.alpha_beta = encoder_lr, alpha_lr, alpha_beta
+        self.encoder_tau, self.actor_update_freq = encoder_tau, actor_update_freq
+        self.stats: dict[str, float] = {}
+        self._stat_sums: dict[str, list[float]] = {}
+        policy_kwargs = dict(net_arch=[hidden_dim, hidden_dim], crop=crop, encoder=encoder,
+                             encoder_hparams=encoder_hparams, actor_lr=actor_lr, critic_lr=critic_lr)
+        policy_kwargs.update(sac_kwargs.pop("policy_kwargs", None) or {})
+        super().__init__(
+            CurlSACPolicy, env, learning_rate=critic_lr, tau=critic_tau, ent_coef=f"auto_{init_temperature}",
+            target_update_interval=target_update_freq, policy_kwargs=policy_kwargs, **sac_kwargs,
+        )
+
+    def _setup_model(self) -> None:
+        super()._setup_model()
+        self.ent_coef_optimizer = torch.optim.Adam([self.log_ent_coef], lr=self.alpha_lr,
+                                                   betas=(self.alpha_beta, 0.999))
+        self.contrastive_loss.to(self.device)
+        self.sampler.to(self.device)
+        params = [*self.policy.encoder.parameters(), *self.sampler.parameters(), *self.contrastive_loss.parameters()]
+        self.contrastive_optimizer = torch.optim.Adam(params, lr=self.encoder_lr, betas=self.policy.betas)
+
+    def _excluded_save_params(self) -> list[str]:
+        return [*super()._excluded_save_params(), "contrastive_loss", "sampler", "contrastive_optimizer"]
+
+    # ------------------------------------------------------------------ one gradient step
+    def train(self, gradient_steps: int, batch_size: int = 64) -> None:
+        """Run ``gradient_steps`` CURL updates; the last one's statistics land in :attr:`stats`."""
+        self.policy.set_training_mode(True)
+        for _ in range(gradient_steps):
+            self.stats = self.update(batch_size)
+            for key, value in self.stats.items():
+                self._stat_sums.setdefault(key, []).append(value)
+
+    def pop_stats(self) -> dict[str, float]:
+        """Mean of every update statistic since the previous call (empty before the first update)."""
+        means = {key: float(np.mean(values)) for key, values in self._stat_sums.items()}
+        self._stat_sums = {}
+        return means
+
+    def update(self, batch_size: int) -> dict[str, float]:
+        """One CURL update (steps 1-5 of the module docstring); returns its scalar statistics."""
+        self._n_updates += 1
+        data = self.replay_buffer.sample(batch_size, env=self._vec_normalize_env)  # type: ignore[union-attr]
+        views = random_crops(data.observations, self.crop, 1 + self.num_positives)  # uint8 [B, C, S, S] each
+        obs = views[0].float().div_(255.0)
+        positives = [v.float().div_(255.0) for v in views[1:]]
+        next_obs = random_crop(data.next_observations, self.crop).float().div_(255.0)
+        encoder, key_encoder, critic = self.policy.encoder, self.policy.key_encoder, self.policy.critic
+        ent_coef = torch.exp(self.log_ent_coef.detach())
+        stats: dict[str, float] = {"ent_coef": float(ent_coef)}
+
+        # 2. critic (trains the encoder)
+        with torch.no_grad():
+            next_actions, next_log_prob = self.policy.actor_from_trunk(encoder.trunk(next_obs))
+            next_q = torch.cat(q_values(self.critic_target, key_encoder(next_obs), next_actions), dim=1)
+            next_q = next_q.min(dim=1, keepdim=True).values - ent_coef * next_log_prob.reshape(-1, 1)
+            target_q = data.rewards + (1.0 - data.dones) * self.gamma * next_q  # [B, 1]
+        trunk_out = encoder.trunk(obs)  # [B, F]
+        current_q = q_values(critic, encoder.net.head(trunk_out), data.actions)
+        critic_loss = sum(F.mse_loss(q, target_q) for q in current_q)
+        critic.optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        critic.optimizer.step()
+        stats["critic_loss"] = float(critic_loss.detach())
+
+        # 3. actor and temperature on detached conv features
+        if self._n_updates % self.actor_update_freq == 0:
+            trunk_out = trunk_out.detach()
+            actions_pi, log_prob = self.policy.actor_from_trunk(trunk_out)  # [B, A], [B]
+            with torch.no_grad():
+                features = encoder.net.head(trunk_out)
+            q_pi = torch.cat(q_values(critic, features, actions_pi), dim=1).min(dim=1).values  # [B]
+            actor_loss = (ent_coef * log_prob - q_pi).mean()
+            self.actor.optimizer.zero_grad(set_to_none=True)
+            actor_loss.backward()
+            self.actor.optimizer.step()
+            critic.optimizer.zero_grad(set_to_none=True)  # drop the actor loss' gradients on the Q-heads
+            alpha_loss = -(self.log_ent_coef * (log_prob.detach() + self.target_entropy)).mean()
+            self.ent_coef_optimizer.zero_grad(set_to_none=True)  # type: ignore[union-attr]
+            alpha_loss.backward()
+            self.ent_coef_optimizer.step()  # type: ignore[union-attr]
+            stats.update(actor_loss=float(actor_loss.detach()), entropy_loss=float(alpha_loss.detach()),
+                         entropy=float(-log_prob.detach().mean()))
+
+        # 4. targets: Q-heads with critic_tau, encoder (= key encoder) with encoder_tau
+        if self._n_updates % self.target_update_interval == 0:
+            self.soft_update_targets()
+
+        # 5. contrastive update
+        stats.update(self.contrastive_update(obs, positives))
+        return stats
+
+    def contrastive_update(self, anchor: Tensor, positives: list[Tensor]) -> dict[str, float]:
+        """One step of the registered loss on ``(f_θ(anchor), [f_ξ(p) for p in positives])``."""
+        encoder, key_encoder = self.policy.encoder, self.policy.key_encoder
+        queries = encoder(anchor)  # [B, d]
+        with torch.no_grad():
+            keys = key_encoder(torch.cat(positives)).split(anchor.shape[0])  # M × [B, d]
+        batch = self.sampler(queries, keys[0] if len(keys) == 1 else list(keys))
+        loss = self.contrastive_loss(batch)
+        self.contrastive_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.contrastive_optimizer.step()
+        return {"contrastive_loss": float(loss.detach()), "contrastive_top1": top1_accuracy(batch)}
+
+    def soft_update_targets(self) -> None:
+        """EMA update: Q-heads ``θ̄ ← τθ + (1-τ)θ̄`` with ``critic_tau``, the encoder with ``encoder_tau``."""
+        q_src = [p for n, p in self.critic.named_parameters() if not n.startswith("features_extractor.")]
+        q_dst = [p for n, p in self.critic_target.named_parameters() if not n.startswith("features_extractor.")]
+        polyak_update(q_src, q_dst, self.tau)
+        polyak_update(self.policy.encoder.parameters(), self.policy.key_encoder.parameters(), self.encoder_tau)
+
+    # ------------------------------------------------------------------ checkpoint state
+    def training_state(self) -> dict[str, Any]:
+        """Everything needed to resume updates: networks, optimisers, temperature, counters."""
+        return {
+            "policy": self.policy.state_dict(),
+            "actor_optimizer": self.actor.optimizer.state_dict(),
+            "critic_optimizer": self.critic.optimizer.state_dict(),
+            "contrastive_optimizer": self.contrastive_optimizer.state_dict(),
+            "ent_coef_optimizer": self.ent_coef_optimizer.state_dict(),  # type: ignore[union-attr]
+            "log_ent_coef": self.log_ent_coef.detach().cpu(),
+            "sampler": self.sampler.state_dict(),
+            "loss": self.contrastive_loss.state_dict(),
+            "num_timesteps": self.num_timesteps,
+            "n_updates": self._n_updates,
+            "episode_num": self._episode_num,
+        }
+
+    def load_training_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`training_state`."""
+        self.policy.load_state_dict(state["policy"])
+        self.actor.optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic.optimizer.load_state_dict(state["critic_optimizer"])
+        self.contrastive_optimizer.load_state_dict(state["contrastive_optimizer"])
+        self.ent_coef_optimizer.load_state_dict(state["ent_coef_optimizer"])  # type: ignore[union-attr]
+        with torch.no_grad():
+            self.log_ent_coef.copy_(state["log_ent_coef"].to(self.device))
+        self.sampler.load_state_dict(state["sampler"])
+        self.contrastive_loss.load_state_dict(state["loss"])
+        self.num_timesteps = int(state["num_timesteps"])
+        self._n_updates = int(state["n_updates"])
+        self._episode_num = int(state["episode_num"])

@@ -1,0 +1,167 @@
+"""SB3 SAC policy in CURL's arrangement: one pixel encoder trained by the critic (and the contrastive loss).
+
+Stock SB3 cannot express this (DESIGN.md, "SB3"): with a shared features extractor SB3 trains the encoder through
+the *actor*. CURL (Srinivas et al. 2020, §4.5/appendix A, after SAC-AE) does the opposite:
+
+* the critic owns the encoder (conv trunk → Linear → LayerNorm) and its loss trains it;
+* the actor reuses the critic's conv trunk (tied weights) on *detached* features, with its own Linear/LayerNorm;
+* the critic target holds a separate copy of the encoder, updated as an EMA; it is also CURL's key encoder.
+
+Observations larger than the encoder input (100 px renders) are centre-cropped inside the features extractor,
+so ``model.predict(obs)`` on raw environment observations evaluates on the centre crop, as CURL does.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.sac.policies import LOG_STD_MAX, LOG_STD_MIN, Actor, SACPolicy
+from torch import Tensor, nn
+
+import contrastlab as cl
+from contrastlab.encoders.pixel_conv import curl_weight_init
+from contrastlab.plugins.curl.augment import center_crop
+
+
+class CurlFeatures(BaseFeaturesExtractor):
+    """A registered encoder (default ``pixel_conv``) behind SB3's features-extractor interface.
+
+    Input: float ``[B, C, H, W]`` in ``[0, 1]`` (SB3 divides uint8 images by 255); centre-cropped to ``crop``
+    when larger. The encoder must expose ``forward_conv`` (trunk) and ``head`` (projection), as ``pixel_conv`` does.
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Box,
+        crop: int = 84,
+        encoder: str = "pixel_conv",
+        encoder_hparams: dict[str, Any] | None = None,
+    ) -> None:
+        """Build encoder ``encoder`` for ``[C, crop, crop]`` inputs, ``C`` from ``observation_space``."""
+        net = cl.make_encoder(encoder, in_channels=observation_space.shape[0], image_size=crop,
+                              **(encoder_hparams or {}))
+        if not (hasattr(net, "forward_conv") and hasattr(net, "head")):
+            raise cl.IncompatibleError(
+                f"encoder '{encoder}' has no conv trunk/head split (forward_conv, head); the curl plugin needs one"
+            )
+        super().__init__(observation_space, features_dim=int(net.latent_dim))
+        self.net, self.crop = net, crop
+
+    def prepare(self, obs: Tensor) -> Tensor:
+        """Centre-crop observations larger than the encoder input."""
+        return center_crop(obs, self.crop) if obs.shape[-1] != self.crop else obs
+
+    def trunk(self, obs: Tensor) -> Tensor:
+        """Conv trunk output ``[B, F]`` of (cropped) images ``[B, C, S, S]``."""
+        return self.net.forward_conv(self.prepare(obs))
+
+    def forward(self, obs: Tensor) -> Tensor:
+        """``[B, C, H, W]`` in ``[0, 1]`` → ``[B, latent_dim]``."""
+        return self.net.head(self.trunk(obs))
+
+
+class ActorFeatures(BaseFeaturesExtractor):
+    """The actor's features: the critic's conv trunk (tied, detached) followed by the actor's own head.
+
+    The trunk is held by reference and is *not* a submodule, so the actor's parameters (and its optimizer)
+    exclude it; gradients of the actor loss stop at the trunk output.
+    """
+
+    def __init__(self, observation_space: spaces.Box, critic_features: CurlFeatures) -> None:
+        """Tie to ``critic_features``' trunk and copy the shape of its head (re-initialised)."""
+        super().__init__(observation_space, features_dim=critic_features.features_dim)
+        self.__dict__["critic_features"] = critic_features  # a reference, not a registered submodule
+        self.head = copy.deepcopy(critic_features.net.head)
+        self.head.apply(curl_weight_init)
+        for module in self.head.modules():
+            if isinstance(module, nn.LayerNorm):
+                module.reset_parameters()
+
+    def forward(self, obs: Tensor) -> Tensor:
+        """``[B, C, H, W]`` in ``[0, 1]`` → ``[B, latent_dim]``; no gradient reaches the conv trunk."""
+        return self.head_forward(self.critic_features.trunk(obs).detach())
+
+    def head_forward(self, trunk_out: Tensor) -> Tensor:
+        """The actor head on trunk features computed elsewhere (detached)."""
+        return self.head(trunk_out.detach())
+
+
+class CurlSACPolicy(SACPolicy):
+    """SAC policy with CURL's encoder arrangement (see the module docstring).
+
+    Extra constructor arguments: ``actor_lr``, ``critic_lr`` and ``betas`` (Adam), and ``crop``/``encoder``/
+    ``encoder_hparams`` forwarded to :class:`CurlFeatures`. Linear layers use CURL's orthogonal init.
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Box,
+        action_space: spaces.Box,
+        lr_schedule: Any,
+        net_arch: list[int] | None = None,
+        crop: int = 84,
+        encoder: str = "pixel_conv",
+        encoder_hparams: dict[str, Any] | None = None,
+        actor_lr: float = 1e-3,
+        critic_lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        **kwargs: Any,
+    ) -> None:
+        """``net_arch`` defaults to CURL's two hidden layers of 1024 for actor and critics."""
+        self.actor_lr, self.critic_lr, self.betas = actor_lr, critic_lr, tuple(betas)
+        kwargs.setdefault("features_extractor_class", CurlFeatures)
+        kwargs["features_extractor_kwargs"] = {"crop": crop, "encoder": encoder, "encoder_hparams": encoder_hparams}
+        kwargs["share_features_extractor"] = False
+        super().__init__(observation_space, action_space, lr_schedule, net_arch=net_arch or [1024, 1024], **kwargs)
+
+    def _build(self, lr_schedule: Any) -> None:
+        critic_features = self.make_features_extractor()
+        self.critic = self.make_critic(features_extractor=critic_features)
+        self.actor = self.make_actor(features_extractor=ActorFeatures(self.observation_space, critic_features))
+        for net in (*self.critic.q_networks, self.actor.latent_pi, self.actor.mu, self.actor.log_std):
+            net.apply(curl_weight_init)
+        self.critic_target = self.make_critic(features_extractor=self.make_features_extractor())
+        self.critic_target.load_state_dict(self.critic.state_dict())
+        self.critic_target.set_training_mode(False)
+        for p in self.critic_target.parameters():
+            p.requires_grad_(False)
+        self.actor.optimizer = torch.optim.Adam(self.actor.parameters(), lr=self.actor_lr, betas=self.betas)
+        self.critic.optimizer = torch.optim.Adam(self.critic.parameters(), lr=self.critic_lr, betas=self.betas)
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        fe = self.features_extractor_kwargs
+        data.update(crop=fe["crop"], encoder=fe["encoder"], encoder_hparams=fe["encoder_hparams"],
+                    actor_lr=self.actor_lr, critic_lr=self.critic_lr, betas=self.betas)
+        data.pop("features_extractor_kwargs", None)
+        data.pop("share_features_extractor", None)
+        return data
+
+    # ------------------------------------------------------------------ pieces used by the CURL update
+    @property
+    def encoder(self) -> CurlFeatures:
+        """The online (critic) encoder, trained by the critic and contrastive losses."""
+        return self.critic.features_extractor  # type: ignore[return-value]
+
+    @property
+    def key_encoder(self) -> CurlFeatures:
+        """The critic target's encoder: an EMA of :attr:`encoder`, CURL's key (momentum) encoder."""
+        return self.critic_target.features_extractor  # type: ignore[return-value]
+
+    def actor_from_trunk(self, trunk_out: Tensor) -> tuple[Tensor, Tensor]:
+        """Sampled squashed actions and log-probabilities ``([B, A], [B])`` from conv-trunk features."""
+        actor: Actor = self.actor
+        latent = actor.latent_pi(actor.features_extractor.head_forward(trunk_out))
+        mean = actor.mu(latent)
+        log_std = torch.clamp(actor.log_std(latent), LOG_STD_MIN, LOG_STD_MAX)
+        return actor.action_dist.log_prob_from_params(mean, log_std)
+
+
+def q_values(critic: nn.Module, features: Tensor, actions: Tensor) -> list[Tensor]:
+    """Each Q-network on ``(features, actions)``: list of ``[B, 1]`` (features computed elsewhere)."""
+    x = torch.cat([features, actions], dim=1)
+    return [q(x) for q in critic.q_networks]

@@ -1,0 +1,280 @@
+"""The ``curl`` task plugin: CURL-style pixel SAC on the DeepMind Control Suite with any registered loss.
+
+``platform train --plugin curl --loss pucl`` trains :class:`~contrastlab.plugins.curl.agent.CurlSAC` through
+SB3's ``learn`` loop; a callback evaluates, logs against environment frames and checkpoints between updates.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from stable_baselines3.common.callbacks import BaseCallback
+
+import contrastlab as cl
+from contrastlab.platform.errors import ConfigError, IncompatibleError
+from contrastlab.platform.task import EvalOptions, TaskPlugin
+from contrastlab.plugins.curl.config import PRESETS, CurlConfig
+
+FRAMES = "_vs_env_frames"
+"""Suffix of every TensorBoard tag: the x-axis is environment frames (agent steps × action repeat)."""
+
+
+def action_repeat(config: CurlConfig) -> int:
+    """The configured action repeat, or CURL's value for the domain."""
+    from contrastlab.envs import curl_action_repeat
+
+    return config.env.action_repeat if config.env.action_repeat is not None else curl_action_repeat(config.env.domain)
+
+
+def make_env(config: CurlConfig, seed: int | None = None) -> Any:
+    """The pixel environment of ``config``."""
+    from contrastlab.envs import DMCPixelEnv
+
+    e = config.env
+    return DMCPixelEnv(e.domain, e.task, render_size=e.render_size, frame_stack=e.frame_stack,
+                       action_repeat=action_repeat(config), camera_id=e.camera_id,
+                       low_cost_render=e.low_cost_render, seed=seed)
+
+
+def make_contrastive(config: CurlConfig) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """The loss and the sampler of ``config``; samplers that accept ``dim`` get the encoder's latent size."""
+    loss = cl.make_loss(config.loss.name, **config.loss.hparams())
+    factory = cl.registry("sampler").get(config.sampler.name).factory
+    extra: dict[str, Any] = {}
+    try:
+        if "dim" in inspect.signature(factory).parameters:
+            extra["dim"] = int(config.encoder.hparams().get("latent_dim", 50))
+    except (TypeError, ValueError):
+        pass
+    return loss, cl.make_sampler(config.sampler.name, **config.sampler.hparams(), **extra)
+
+
+def make_agent(config: CurlConfig, env: Any, device: torch.device | str) -> Any:
+    """A :class:`CurlSAC` for ``config`` on ``env`` (wrapped in SB3's DummyVecEnv by SB3)."""
+    from contrastlab.plugins.curl.agent import CurlSAC
+    from contrastlab.plugins.curl.buffer import FrameStackReplayBuffer
+
+    a = config.agent
+    lr = a.learning_rate(config.env.domain)
+    loss, sampler = make_contrastive(config)
+    return CurlSAC(
+        env, loss, sampler, num_positives=a.num_positives, crop=a.crop, encoder=config.encoder.name,
+        encoder_hparams=config.encoder.hparams(), hidden_dim=a.hidden_dim, actor_lr=lr, critic_lr=lr,
+        encoder_lr=lr, alpha_lr=a.alpha_lr, alpha_beta=a.alpha_beta, init_temperature=a.init_temperature,
+        critic_tau=a.critic_tau, encoder_tau=a.encoder_tau, actor_update_freq=a.actor_update_freq,
+        target_update_freq=a.target_update_freq, buffer_size=a.buffer_size, learning_starts=a.init_steps,
+        batch_size=a.batch_size, gamma=a.gamma, train_freq=1, gradient_steps=1,
+        replay_buffer_class=FrameStackReplayBuffer, seed=config.seed, device=device, verbose=0,
+    )
+
+
+def evaluate_agent(agent: Any, env: Any, episodes: int, seed: int) -> dict[str, float]:
+    """Mean and std of ``episodes`` deterministic returns."""
+    from contrastlab.plugins.curl.evaluate import run_episodes
+
+    returns = run_episodes(agent, env, episodes, seed=seed)
+    return {"eval/episode_return": float(np.mean(returns)), "eval/episode_return_std": float(np.std(returns))}
+
+
+class _TrainLoop(BaseCallback):
+    """Runs between SB3's environment steps: episode bookkeeping, logging, evaluation, checkpoints."""
+
+    def __init__(self, config: CurlConfig, run: Any, eval_env: Any, bar: Any, loop_state: dict[str, Any]) -> None:
+        super().__init__()
+        self.config, self.run, self.eval_env, self.bar = config, run, eval_env, bar
+        self.repeat = action_repeat(config)
+        self.state = loop_state  # next_eval, last_eval; checkpointed
+        self.episode_return = 0.0
+        self.clock = (time.monotonic(), None, None)  # (time, frames, updates) of the last rate measurement
+
+    @property
+    def frames(self) -> int:
+        """Environment frames so far (agent steps × action repeat)."""
+        return int(self.model.num_timesteps) * self.repeat
+
+    def _rates(self) -> dict[str, float]:
+        now, frames, updates = time.monotonic(), self.frames, int(self.model._n_updates)
+        t0, f0, u0 = self.clock
+        self.clock = (now, frames, updates)
+        if f0 is None or now <= t0 or frames == f0:
+            return {}
+        return {f"perf/frames_per_second{FRAMES}": (frames - f0) / (now - t0),
+                f"perf/updates_per_second{FRAMES}": (updates - u0) / (now - t0)}
+
+    def _on_training_start(self) -> None:
+        self.clock = (time.monotonic(), self.frames, int(self.model._n_updates))
+
+    def _on_step(self) -> bool:
+        self.episode_return += float(self.locals["rewards"][0])
+        self.bar.update(self.repeat)
+        if self.locals["dones"][0]:
+            self.run.log({f"train/episode_return{FRAMES}": self.episode_return}, step=self.frames)
+            self.bar.update(0, ret=f"{self.episode_return:.1f}")
+            self.episode_return = 0.0
+        return True
+
+    def _on_rollout_start(self) -> None:
+        if self.frames >= self.state["next_log"]:
+            self.log_training()
+        self.maybe_evaluate()
+        if self.run.checkpoint_due(self.frames):
+            self.checkpoint()
+
+    def log_training(self) -> None:
+        """Log the mean update statistics since the last log, and the frame and update rates."""
+        metrics = {f"train/{k}{FRAMES}": v for k, v in self.model.pop_stats().items()}
+        metrics.update(self._rates())
+        if metrics:
+            self.run.log(metrics, step=self.frames)
+        every = self.config.train.log_every_frames
+        self.state["next_log"] = (self.frames // every + 1) * every
+
+    def maybe_evaluate(self, force: bool = False) -> None:
+        """Evaluate when ``eval_every_frames`` have passed since the last evaluation (or when forced)."""
+        if not force and self.frames < self.state["next_eval"]:
+            return
+        if force and self.state.get("last_eval_frames") == self.frames:
+            return
+        t = self.config.train
+        metrics = evaluate_agent(self.model, self.eval_env, t.eval_episodes, seed=self.config.seed + 10_000 +
+                                 self.frames)
+        self.state["last_eval"] = metrics
+        self.state["last_eval_frames"] = self.frames
+        self.state["next_eval"] = (self.frames // t.eval_every_frames + 1) * t.eval_every_frames
+        self.run.log({f"{k}{FRAMES}": v for k, v in metrics.items()}, step=self.frames)
+        self.bar.update(0, eval=f"{metrics['eval/episode_return']:.1f}")
+
+    def checkpoint(self) -> None:
+        """Save agent, replay buffer (optionally) and loop state at the current frame count."""
+        self.state["last_ckpt_frames"] = self.frames
+        state: dict[str, Any] = {"agent": self.model.training_state(), "loop": dict(self.state)}
+        if self.config.train.save_buffer:
+            state["replay_buffer"] = self.model.replay_buffer.state_dict()
+        self.run.save_checkpoint(state, step=self.frames)
+
+
+class CurlTask(TaskPlugin):
+    """CURL (Srinivas, Laskin & Abbeel 2020): pixel SAC + contrastive learning on the DeepMind Control Suite."""
+
+    name = "curl"
+    description = "CURL pixel SAC on the DeepMind Control Suite (SB3) with any unsupervised contrastive loss."
+    config_model = CurlConfig
+    presets = PRESETS
+    default_preset = "smoke"
+    gpu_presets = frozenset({"paper"})
+    primary_metric = "eval/episode_return"
+    higher_is_better = True
+
+    def label_kinds(self, config: Any) -> frozenset[str]:
+        """RL observations carry no labels."""
+        return frozenset()
+
+    def check(self, config: Any) -> None:
+        """Fail before training on bad env/agent settings, label-aware losses or a missing renderer."""
+        from contrastlab.envs import check_rendering, validate_task
+
+        kinds = cl.loss_label_kinds(config.loss.name)
+        if kinds:
+            usable = [n for n in cl.list_losses() if not cl.loss_label_kinds(n)]
+            raise IncompatibleError(
+                f"loss '{config.loss.name}' needs {'/'.join(sorted(kinds))} labels, but the curl plugin has no labels;"
+                f" use one of: {', '.join(usable)}"
+            )
+        validate_task(config.env.domain, config.env.task)
+        if config.env.action_repeat is not None and config.env.action_repeat < 1:
+            raise ConfigError(f"env.action_repeat: must be >= 1, got {config.env.action_repeat}")
+        if config.agent.crop > config.env.render_size:
+            raise ConfigError(f"agent.crop={config.agent.crop} is larger than env.render_size="
+                              f"{config.env.render_size}; valid: crop <= render_size")
+        if config.agent.batch_size > config.agent.buffer_size:
+            raise ConfigError("agent.batch_size must be <= agent.buffer_size")
+        self._check_sampler(config)
+        check_rendering()
+
+    @staticmethod
+    def _check_sampler(config: Any) -> None:
+        """The sampler must build a batch from ``(queries [B, d], keys)`` with M key sets and no labels."""
+        loss, sampler = make_contrastive(config)
+        d, M = int(config.encoder.hparams().get("latent_dim", 50)), config.agent.num_positives
+        q = torch.randn(4, d)
+        keys = [torch.randn(4, d) for _ in range(M)]
+        try:
+            loss(sampler(q, keys[0] if M == 1 else keys))
+        except cl.ContrastlabError:
+            raise
+        except Exception as exc:
+            raise IncompatibleError(
+                f"sampler '{config.sampler.name}' cannot pair queries with {M} key set(s) ({exc}); "
+                "use sampler query_key"
+            ) from exc
+
+    def estimate_seconds(self, config: Any, device: str) -> float | None:
+        """≈1 s per update at batch 128 on a CPU (DESIGN.md), scaling with the batch; ≈50× faster on a GPU."""
+        steps = math.ceil(config.train.env_frames / action_repeat(config))
+        updates = max(0, steps - config.agent.init_steps)
+        per_update = config.agent.batch_size / 128 * (1.0 if str(device).startswith("cpu") else 0.02)
+        return updates * per_update + steps * 0.005
+
+    def train(self, config: Any, run: Any) -> dict[str, float]:
+        """Train for ``train.env_frames`` environment frames; return the final evaluation and counters."""
+        env = make_env(config, seed=config.seed)
+        eval_env = make_env(config, seed=config.seed + 1)
+        agent = make_agent(config, env, run.device)
+        loop_state: dict[str, Any] = {"next_eval": 0, "next_log": 0, "last_eval": None, "last_eval_frames": None}
+        state = run.load_checkpoint() if run.resumed else None
+        if state is not None:
+            agent.load_training_state(state["agent"])
+            loop_state.update(state["loop"])
+            if "replay_buffer" in state:
+                agent.replay_buffer.load_state_dict(state["replay_buffer"])
+        repeat = action_repeat(config)
+        total_steps = math.ceil(config.train.env_frames / repeat)
+        started, t0 = agent.num_timesteps, time.monotonic()
+        with run.progress(total_steps * repeat, description=f"curl/{config.loss.name}", unit="frame",
+                          initial=started * repeat) as bar:
+            loop = _TrainLoop(config, run, eval_env, bar, loop_state)
+            remaining = total_steps - agent.num_timesteps
+            if remaining > 0:
+                agent.learn(remaining, callback=loop, reset_num_timesteps=state is None, log_interval=None)
+            else:
+                loop.init_callback(agent)
+            loop.log_training()
+            loop.maybe_evaluate(force=True)
+            if loop.state.get("last_ckpt_frames") != loop.frames:
+                loop.checkpoint()
+        wall = time.monotonic() - t0
+        env.close()
+        eval_env.close()
+        last = loop.state["last_eval"] or {}
+        return {
+            **last,
+            "train/env_frames": float(loop.frames),
+            "train/updates": float(agent._n_updates),
+            "perf/frames_per_second": (loop.frames - started * repeat) / max(wall, 1e-9),
+        }
+
+    def evaluate(self, run: Any, options: EvalOptions) -> dict[str, float]:
+        """Re-evaluate the latest checkpoint; optionally save a GIF/MP4 of one episode."""
+        from contrastlab.plugins.curl.evaluate import run_episodes, save_video
+
+        config = run.config
+        env = make_env(config, seed=config.seed + 1)
+        agent = make_agent(config, env, run.device)
+        state = run.load_checkpoint(restore_rng=False)
+        if state is None:
+            raise ConfigError(f"run {run.dir} has no checkpoint to evaluate")
+        agent.load_training_state(state["agent"])
+        episodes = options.episodes or config.train.eval_episodes
+        frames: list[np.ndarray] | None = [] if options.video is not None else None
+        returns = run_episodes(agent, env, episodes, seed=config.seed + 20_000, record=frames)
+        env.close()
+        metrics = {"eval/episode_return": float(np.mean(returns)), "eval/episode_return_std": float(np.std(returns)),
+                   "eval/episodes": float(episodes), "eval/env_frames": float(state["step"])}
+        if options.video is not None and frames:
+            save_video(frames, options.video)
+        return metrics

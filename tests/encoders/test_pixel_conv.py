@@ -1,0 +1,49 @@
+"""CURL's pixel encoder: registry entry, shapes, trunk/head split, initialisation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import contrastlab as cl
+from contrastlab.encoders.pixel_conv import PixelConvEncoder, conv_output_size
+
+
+def test_registered_with_curl_defaults() -> None:
+    assert "pixel_conv" in cl.list_encoders()
+    enc = cl.make_encoder("pixel_conv", in_channels=9, image_size=84)
+    assert isinstance(enc, PixelConvEncoder)
+    convs = [m for m in enc.conv if isinstance(m, torch.nn.Conv2d)]
+    assert len(convs) == 4 and all(c.out_channels == 32 for c in convs)
+    assert convs[0].stride == (2, 2) and convs[1].stride == (1, 1)
+    assert enc.latent_dim == 50 and isinstance(enc.head[-1], torch.nn.LayerNorm)
+    assert conv_output_size(84, 4) == 35  # CURL's 35×35×32 trunk output
+
+
+def test_shapes_and_layernorm() -> None:
+    enc = cl.make_encoder("pixel_conv", num_layers=2, num_filters=8, latent_dim=16, in_channels=6, image_size=32)
+    z = enc(torch.rand(5, 6, 32, 32))
+    assert z.shape == (5, 16)
+    assert torch.allclose(z.mean(dim=1), torch.zeros(5), atol=1e-5)  # LayerNorm output, no tanh
+
+
+def test_detach_conv_stops_gradients_at_trunk() -> None:
+    enc = PixelConvEncoder(num_layers=2, num_filters=4, latent_dim=8, in_channels=3, image_size=16)
+    enc(torch.rand(2, 3, 16, 16), detach_conv=True).sum().backward()
+    assert all(p.grad is None for p in enc.conv.parameters())
+    assert all(p.grad is not None for p in enc.head.parameters())
+
+
+def test_delta_orthogonal_conv_init() -> None:
+    enc = PixelConvEncoder(num_layers=2, num_filters=8, latent_dim=8, in_channels=3, image_size=16)
+    w = enc.conv[2].weight  # [8, 8, 3, 3]
+    off_centre = w.clone()
+    off_centre[:, :, 1, 1] = 0
+    assert torch.count_nonzero(off_centre) == 0 and torch.count_nonzero(w[:, :, 1, 1]) > 0
+
+
+def test_bad_hyperparameters_and_sizes() -> None:
+    with pytest.raises(cl.ConfigError, match="num_layers"):
+        cl.make_encoder("pixel_conv", num_layers=0)
+    with pytest.raises(ValueError, match="too small"):
+        PixelConvEncoder(num_layers=4, image_size=8)

@@ -1,0 +1,118 @@
+"""The dm-control pixel environment: gymnasium compliance, determinism, shapes, action repeat, errors."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import contrastlab.envs as envs
+from contrastlab import ConfigError
+from contrastlab.envs import DMCPixelEnv, curl_action_repeat
+
+
+@pytest.fixture(scope="module")
+def cartpole() -> DMCPixelEnv:
+    env = gym.make("contrastlab/cartpole-swingup-v0", render_size=48).unwrapped
+    yield env
+    env.close()
+
+
+def test_check_env_passes(cartpole: DMCPixelEnv) -> None:
+    check_env(cartpole, skip_render_check=False)
+
+
+def test_shapes_and_dtypes(cartpole: DMCPixelEnv) -> None:
+    obs, _ = cartpole.reset(seed=0)
+    assert obs.shape == (9, 48, 48) and obs.dtype == np.uint8
+    assert cartpole.observation_space.contains(obs)
+    assert cartpole.action_space.dtype == np.float32
+    assert np.all(cartpole.action_space.low == -1) and np.all(cartpole.action_space.high == 1)
+    # the reset stack repeats the first frame; a step shifts the stack by one frame
+    assert np.array_equal(obs[0:3], obs[3:6]) and np.array_equal(obs[3:6], obs[6:9])
+    nxt, reward, terminated, truncated, _ = cartpole.step(np.ones(1, dtype=np.float32))
+    assert np.array_equal(nxt[0:6], obs[3:9]) and not np.array_equal(nxt[6:9], obs[6:9])
+    assert isinstance(reward, float) and not terminated and not truncated
+    assert cartpole.render().shape == (48, 48, 3)
+
+
+def test_seed_makes_episodes_deterministic() -> None:
+    def rollout(seed: int) -> tuple[list[np.ndarray], list[float]]:
+        env = DMCPixelEnv("cartpole", "swingup", render_size=32)
+        obs, _ = env.reset(seed=seed)
+        rng = np.random.default_rng(0)
+        observations, rewards = [obs], []
+        for _ in range(10):
+            obs, r, *_ = env.step(rng.uniform(-1, 1, size=1).astype(np.float32))
+            observations.append(obs)
+            rewards.append(r)
+        env.close()
+        return observations, rewards
+
+    a, b, c = rollout(7), rollout(7), rollout(8)
+    assert all(np.array_equal(x, y) for x, y in zip(a[0], b[0], strict=True)) and a[1] == b[1]
+    assert not np.array_equal(a[0][0], c[0][0])
+
+
+def test_action_repeat_accounting() -> None:
+    assert curl_action_repeat("cartpole") == 8
+    assert curl_action_repeat("finger") == curl_action_repeat("walker") == 2
+    assert curl_action_repeat("cheetah") == curl_action_repeat("reacher") == 4
+    env = DMCPixelEnv("cartpole", "balance", render_size=16)
+    env.reset(seed=0)
+    steps = frames = 0
+    done = False
+    while not done:
+        _, _, terminated, truncated, info = env.step(env.action_space.sample())
+        steps += 1
+        frames += info["env_frames"]
+        done = terminated or truncated
+    env.close()
+    assert truncated and not terminated  # dm-control's time limit is a truncation
+    assert frames == 1000 and steps == 1000 // 8  # 1000 control steps per episode = 125 agent steps × 8
+
+
+def test_action_repeat_sums_rewards() -> None:
+    one = DMCPixelEnv("cartpole", "balance", render_size=16, action_repeat=1)
+    two = DMCPixelEnv("cartpole", "balance", render_size=16, action_repeat=2)
+    one.reset(seed=3)
+    two.reset(seed=3)
+    a = np.full(1, 0.5, dtype=np.float32)
+    _, r1a, *_ = one.step(a)
+    obs1, r1b, *_ = one.step(a)
+    obs2, r2, *_ = two.step(a)
+    assert r2 == pytest.approx(r1a + r1b)
+    assert np.array_equal(obs1[-3:], obs2[-3:])  # same physics state after 2 control steps
+    one.close()
+    two.close()
+
+
+def test_gymnasium_ids_are_registered() -> None:
+    assert "contrastlab/cheetah-run-v0" in gym.registry and "contrastlab/cheetah-run-v0" in envs.ENV_IDS
+    env = gym.make("contrastlab/cartpole-swingup-v0", render_size=24)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (9, 24, 24)
+    assert env.unwrapped.action_repeat == 8
+    env.close()
+
+
+def test_low_cost_render_switch() -> None:
+    fast = DMCPixelEnv("cartpole", "swingup", render_size=32)
+    full = DMCPixelEnv("cartpole", "swingup", render_size=32, low_cost_render=False)
+    assert fast._env.physics.model.vis.quality.shadowsize == 0
+    assert full._env.physics.model.vis.quality.shadowsize > 0
+    a, _ = fast.reset(seed=1)
+    b, _ = full.reset(seed=1)
+    assert np.abs(a.astype(int) - b.astype(int)).mean() < 20  # nearly the same picture
+    fast.close()
+    full.close()
+
+
+def test_bad_input_errors() -> None:
+    with pytest.raises(ConfigError, match=r"valid: .*cheetah"):
+        DMCPixelEnv("cheeta", "run")
+    with pytest.raises(ConfigError, match="valid: run"):
+        DMCPixelEnv("cheetah", "walk")
+    with pytest.raises(ConfigError, match="action_repeat"):
+        DMCPixelEnv("cheetah", "run", action_repeat=0)

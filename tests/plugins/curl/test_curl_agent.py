@@ -1,0 +1,123 @@
+"""CURL's update: who trains the conv trunk, the EMA key encoder, and every unsupervised loss dropping in."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import contrastlab as cl
+from contrastlab.platform.config import resolve_config
+from contrastlab.plugins.curl.task import CurlTask, make_agent, make_env
+
+TINY = ["env.render_size=32", "agent.crop=28", "agent.hidden_dim=32", "agent.batch_size=8",
+        "agent.buffer_size=200", "agent.init_steps=1000", "encoder.num_filters=8", "encoder.latent_dim=16"]
+
+
+def tiny_agent(loss: str = "infonce", extra: tuple[str, ...] = ()):
+    config = resolve_config(CurlTask(), preset="smoke", sets=[*TINY, *extra], loss=loss, device="cpu")
+    agent = make_agent(config, make_env(config, seed=0), "cpu")
+    agent.learn(40)  # fills the buffer with random-action transitions; no update (init_steps not reached)
+    assert agent._n_updates == 0
+    return agent
+
+
+@pytest.fixture(scope="module")
+def agent():
+    return tiny_agent()
+
+
+def conv_params(agent) -> list[torch.Tensor]:
+    return list(agent.policy.encoder.net.conv.parameters())
+
+
+def test_only_critic_and_contrastive_optimizers_hold_the_conv(agent) -> None:
+    conv = {id(p) for p in conv_params(agent)}
+    def ids(opt):
+        return [id(p) for group in opt.param_groups for p in group["params"]]
+    assert conv <= set(ids(agent.critic.optimizer))
+    assert conv <= set(ids(agent.contrastive_optimizer))
+    assert not conv & set(ids(agent.actor.optimizer)) and not conv & set(ids(agent.ent_coef_optimizer))
+    contrastive = ids(agent.contrastive_optimizer)
+    assert len(contrastive) == len(set(contrastive))  # each encoder parameter is stepped once per update
+    assert {id(p) for p in agent.sampler.parameters()} <= set(contrastive)  # the bilinear W
+
+
+def test_one_update_changes_conv_through_critic_and_contrastive_only(agent) -> None:
+    changed: list[str] = []
+    optimizers = {"critic": agent.critic.optimizer, "actor": agent.actor.optimizer,
+                  "alpha": agent.ent_coef_optimizer, "contrastive": agent.contrastive_optimizer}
+    originals = {}
+    for name, opt in optimizers.items():
+        def step(*args, _name=name, _orig=opt.step, **kwargs):
+            before = [p.detach().clone() for p in conv_params(agent)]
+            out = _orig(*args, **kwargs)
+            if any(not torch.equal(b, p) for b, p in zip(before, conv_params(agent), strict=True)):
+                changed.append(_name)
+            return out
+        originals[name] = opt.step
+        opt.step = step
+    try:
+        agent._n_updates = 1  # the next update is an actor/target update (every 2nd)
+        stats = agent.update(8)
+    finally:
+        for name, opt in optimizers.items():
+            opt.step = originals[name]
+    assert changed == ["critic", "contrastive"]
+    assert {"critic_loss", "actor_loss", "contrastive_loss", "contrastive_top1", "ent_coef"} <= set(stats)
+
+
+def test_actor_gradients_do_not_reach_the_conv(agent) -> None:
+    obs = torch.rand(4, 9, 32, 32)
+    for p in agent.policy.parameters():
+        p.grad = None
+    actions, log_prob = agent.actor.action_log_prob(obs)
+    (actions.sum() + log_prob.sum()).backward()
+    assert all(p.grad is None for p in conv_params(agent))
+    assert any(p.grad is not None for p in agent.actor.features_extractor.head.parameters())
+    # the actor is tied to the critic's trunk (same tensors), not a copy
+    assert agent.actor.features_extractor.critic_features is agent.policy.encoder
+
+
+def test_key_encoder_follows_the_ema_rule(agent) -> None:
+    online = [p.detach().clone() for p in agent.policy.encoder.parameters()]
+    key = [p.detach().clone() for p in agent.policy.key_encoder.parameters()]
+    q_online = [p.detach().clone() for p in (p for q in agent.critic.q_networks for p in q.parameters())]
+    q_target = [p.detach().clone() for p in (p for q in agent.critic_target.q_networks for p in q.parameters())]
+    for p in agent.policy.encoder.parameters():  # make online and key differ
+        p.data.add_(0.5)
+    agent.soft_update_targets()
+    tau_e, tau_q = agent.encoder_tau, agent.tau
+    assert (tau_e, tau_q) == (0.05, 0.01)
+    for o, k, new in zip(online, key, agent.policy.key_encoder.parameters(), strict=True):
+        assert torch.allclose(new, tau_e * (o + 0.5) + (1 - tau_e) * k, atol=1e-6)
+    q_new = (p for q in agent.critic_target.q_networks for p in q.parameters())
+    for o, k, new in zip(q_online, q_target, q_new, strict=True):
+        assert torch.allclose(new, tau_q * o + (1 - tau_q) * k, atol=1e-6)
+
+
+def test_every_unsupervised_loss_runs_one_update(agent) -> None:
+    unsupervised = [n for n in cl.list_losses() if not cl.loss_label_kinds(n)]
+    assert "infonce" in unsupervised and "pucl" in unsupervised and "dcl" in unsupervised
+    for name in unsupervised:
+        agent.contrastive_loss = cl.make_loss(name)
+        stats = agent.update(8)
+        assert torch.isfinite(torch.tensor(stats["contrastive_loss"])), name
+        assert 0.0 <= stats["contrastive_top1"] <= 1.0
+
+
+def test_two_positive_keys() -> None:
+    agent = tiny_agent("dcl", ("agent.num_positives=2",))
+    seen = {}
+    original = agent.sampler.forward
+
+    def spy(queries, keys, labels=None):
+        seen["keys"] = keys
+        batch = original(queries, keys, labels)
+        seen["M"] = batch.num_positives
+        return batch
+
+    agent.sampler.forward = spy
+    stats = agent.update(8)
+    assert isinstance(seen["keys"], list) and len(seen["keys"]) == 2 and seen["M"] == 2
+    assert not torch.equal(seen["keys"][0], seen["keys"][1])  # two different random crops
+    assert stats["contrastive_loss"] == stats["contrastive_loss"]  # finite (not NaN)

@@ -1,0 +1,36 @@
+"""Batched crops on the device: equal to slicing, same crop across stacked frames, centre crop."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from contrastlab.plugins.curl.augment import center_crop, crop_at, crop_offsets, random_crop, random_crops
+
+
+def test_crop_at_equals_slicing_and_keeps_frames_aligned() -> None:
+    x = torch.randint(0, 256, (6, 9, 20, 20), dtype=torch.uint8)
+    top, left = crop_offsets(6, 20, 12, "cpu", torch.Generator().manual_seed(0))
+    out = crop_at(x, top, left, 12)
+    assert out.shape == (6, 9, 12, 12) and out.dtype == torch.uint8
+    for i in range(6):
+        t, l = int(top[i]), int(left[i])
+        assert torch.equal(out[i], x[i, :, t:t + 12, l:l + 12])  # all 9 channels share the crop
+
+
+def test_random_crops_are_independent_and_in_range() -> None:
+    x = torch.arange(64 * 64, dtype=torch.float32).reshape(1, 1, 64, 64).repeat(32, 3, 1, 1)
+    views = random_crops(x, 40, 3, generator=torch.Generator().manual_seed(1))
+    assert len(views) == 3 and all(v.shape == (32, 3, 40, 40) for v in views)
+    corners = torch.stack([v[:, 0, 0, 0] for v in views])  # top-left value encodes the offset
+    assert not torch.equal(corners[0], corners[1])
+    top, left = corners // 64, corners % 64
+    assert top.max() <= 24 and left.max() <= 24 and top.min() >= 0
+
+
+def test_random_crop_and_center_crop() -> None:
+    x = torch.rand(4, 3, 10, 10)
+    assert random_crop(x, 10).equal(x)  # crop = size leaves nothing to choose
+    assert center_crop(x, 6).equal(x[..., 2:8, 2:8])
+    with pytest.raises(ValueError, match="larger"):
+        random_crop(x, 11)

@@ -1,0 +1,92 @@
+"""The frame-deduplicating replay buffer equals a naive obs/next_obs buffer, at a fraction of the bytes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from contrastlab.plugins.curl.buffer import FrameStackReplayBuffer
+
+K, C, H = 3, 3, 6
+
+
+def episode_stream(rng: np.random.Generator, lengths: list[int]):
+    """(obs, next_obs, action, reward, done, infos) tuples of frame-stacked episodes, as SB3 passes them."""
+    for length in lengths:
+        frames = [rng.integers(0, 256, (C, H, H), dtype=np.uint8) for _ in range(length + 1)]
+        stack = [frames[0]] * K
+        for t in range(length):
+            obs = np.concatenate(stack)
+            stack = [*stack[1:], frames[t + 1]]
+            nxt = np.concatenate(stack)
+            done = t == length - 1
+            truncated = done and length % 2 == 0  # even-length episodes end by time limit
+            yield obs[None], nxt[None], rng.uniform(-1, 1, (1, 2)), np.array([rng.normal()]), \
+                np.array([done]), [{"TimeLimit.truncated": truncated}]
+
+
+def make(capacity: int) -> FrameStackReplayBuffer:
+    obs_space = spaces.Box(0, 255, (C * K, H, H), np.uint8)
+    return FrameStackReplayBuffer(capacity, obs_space, spaces.Box(-1, 1, (2,), np.float32), device="cpu")
+
+
+@pytest.mark.parametrize("capacity", [1000, 23])
+def test_sampled_stacks_equal_naive_buffer(capacity: int) -> None:
+    rng = np.random.default_rng(0)
+    buf = make(capacity)
+    naive = []
+    for item in episode_stream(rng, [5, 1, 8, 3, 12, 2, 7]):
+        buf.add(*item)
+        naive.append(item)
+    naive = naive[-capacity:]
+    assert buf.size() <= len(naive)
+    assert buf.size() >= min(len(naive), capacity) - K - 1  # at most a few of the oldest evicted
+    kept = naive[len(naive) - buf.size():]
+    start = buf.transitions - buf.size()
+    idx = np.arange(start, buf.transitions) % capacity
+    got = buf._get_samples(idx)
+    for j, (obs, nxt, act, rew, done, infos) in enumerate(kept):
+        assert np.array_equal(got.observations[j].numpy(), obs[0])
+        assert np.array_equal(got.next_observations[j].numpy(), nxt[0])
+        assert np.allclose(got.actions[j].numpy(), act[0])
+        assert got.rewards[j, 0].item() == pytest.approx(float(rew[0]))
+        expected_done = float(done[0] and not infos[0]["TimeLimit.truncated"])
+        assert got.dones[j, 0].item() == expected_done
+
+
+def test_sample_shapes_and_memory_ratio() -> None:
+    rng = np.random.default_rng(1)
+    buf = make(500)
+    for item in episode_stream(rng, [125, 125, 125, 125]):
+        buf.add(*item)
+    batch = buf.sample(16)
+    assert batch.observations.shape == (16, 9, H, H) and batch.observations.dtype.is_floating_point is False
+    assert batch.rewards.shape == (16, 1) and batch.dones.shape == (16, 1)
+    naive_bytes = 2 * 9 * H * H * 500
+    assert buf.frames.nbytes / naive_bytes <= 0.2
+
+
+def test_non_reset_stack_starts_a_new_episode() -> None:
+    buf = make(10)
+    rng = np.random.default_rng(2)
+    frames = [rng.integers(0, 256, (C, H, H), dtype=np.uint8) for _ in range(4)]
+    obs = np.concatenate(frames[:3])[None]  # three different frames (not a reset stack)
+    nxt = np.concatenate(frames[1:])[None]
+    buf.add(obs, nxt, np.zeros((1, 2)), np.zeros(1), np.array([False]), [{}])
+    got = buf._get_samples(np.array([0]))
+    assert np.array_equal(got.observations[0].numpy(), obs[0])
+    assert np.array_equal(got.next_observations[0].numpy(), nxt[0])
+
+
+def test_state_dict_round_trip() -> None:
+    rng = np.random.default_rng(3)
+    a, b = make(50), make(50)
+    for item in episode_stream(rng, [9, 4, 30]):
+        a.add(*item)
+    b.load_state_dict(a.state_dict())
+    idx = np.arange(a.oldest, a.transitions) % 50
+    x, y = a._get_samples(idx), b._get_samples(idx)
+    assert b.size() == a.size()
+    assert np.array_equal(x.observations.numpy(), y.observations.numpy())
+    assert np.array_equal(x.next_observations.numpy(), y.next_observations.numpy())

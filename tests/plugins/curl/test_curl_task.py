@@ -1,0 +1,122 @@
+"""The curl plugin end to end: pre-flight errors, a tiny run on the frame axis, checkpoints, resume, eval."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import contrastlab as cl
+from contrastlab.platform.config import resolve_config
+from contrastlab.platform.run import Run
+from contrastlab.platform.task import EvalOptions
+from contrastlab.plugins.curl.task import CurlTask
+
+TINY = ["env.render_size=32", "agent.crop=28", "agent.hidden_dim=32", "agent.batch_size=8",
+        "agent.buffer_size=100", "agent.init_steps=10", "encoder.num_filters=8", "encoder.latent_dim=16",
+        "train.env_frames=320", "train.eval_every_frames=160", "train.eval_episodes=1", "train.log_every_frames=80",
+        "checkpoint_every=160"]
+
+
+def config(*sets: str, loss: str = "infonce"):
+    return resolve_config(CurlTask(), preset="smoke", sets=list(sets), loss=loss, device="cpu")
+
+
+def test_plugin_declarations() -> None:
+    task = CurlTask()
+    assert "curl" in cl.list_plugins()
+    cfg = config()
+    assert cfg.sampler.name == "query_key" and cfg.encoder.name == "pixel_conv" and cfg.loss.name == "infonce"
+    assert task.label_kinds(cfg) == frozenset() and task.gpu_presets == {"paper"}
+    paper = resolve_config(task, preset="paper", device="cpu")
+    assert paper.agent.batch_size == 512 and paper.train.env_frames == 100_000
+    assert paper.agent.learning_rate("cheetah") == 2e-4 and paper.agent.learning_rate("walker") == 1e-3
+    # ≈1 s per update at batch 128 on a CPU
+    assert task.estimate_seconds(paper, "cpu") > 100_000 / 8 * 3
+    assert task.estimate_seconds(cfg, "cpu") < 180
+
+
+@pytest.mark.parametrize(
+    ("sets", "loss", "error", "match"),
+    [
+        (["env.domain=cheeta"], "infonce", cl.ConfigError, r"valid: .*cheetah"),
+        (["env.task=walk", "env.domain=cheetah"], "infonce", cl.ConfigError, "valid: run"),
+        (["agent.crop=120"], "infonce", cl.ConfigError, "crop"),
+        (["env.action_repeat=0"], "infonce", cl.ConfigError, "action_repeat"),
+        ([], "supcon", cl.IncompatibleError, "no labels"),
+    ],
+)
+def test_bad_input_is_refused_before_training(sets, loss, error, match) -> None:
+    with pytest.raises(error, match=match):
+        CurlTask().check(config(*sets, loss=loss))
+
+
+def test_missing_renderer_says_what_to_install(monkeypatch) -> None:
+    import contrastlab.envs.dmc as dmc
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no EGL display")
+
+    monkeypatch.setattr("dm_control.suite.load", broken)
+    with pytest.raises(cl.DeviceError, match=r"libegl1.*libosmesa6"):
+        dmc.check_rendering()
+
+
+def scalars(run_dir: Path) -> dict[str, list[int]]:
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    return {tag: [e.step for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+@pytest.mark.slow
+def test_smoke_run_logs_on_frame_axis_checkpoints_resumes_and_evaluates(tmp_path: Path) -> None:
+    task = CurlTask()
+    cfg = config(*TINY, loss="pucl")
+    task.check(cfg)
+    run = Run.create(task, cfg, tmp_path)
+    metrics = task.train(cfg, run)
+    run.finish(metrics)
+    assert metrics["train/env_frames"] == 320 and metrics["train/updates"] == 40 - 10
+    assert "eval/episode_return" in metrics and metrics["eval/episode_return"] >= 0
+    tags = scalars(run.dir)
+    assert tags["eval/episode_return_vs_env_frames"] == [0, 160, 320]
+    for tag in ("critic_loss", "actor_loss", "entropy_loss", "contrastive_loss", "contrastive_top1", "ent_coef"):
+        assert tags[f"train/{tag}_vs_env_frames"] == [160, 240, 320], tag  # updates start after 80 frames
+    assert "perf/frames_per_second_vs_env_frames" in tags and "perf/updates_per_second_vs_env_frames" in tags
+    ckpts = sorted(p.name for p in (run.dir / "checkpoints").glob("*.pt"))
+    assert ckpts == ["step_000000000160.pt", "step_000000000320.pt"]
+
+    # simulate a run killed after the 160-frame checkpoint, then resume it
+    (run.dir / "checkpoints" / "step_000000000320.pt").unlink()
+    resumed = Run.open(run.dir)
+    assert resumed.resumed
+    metrics2 = task.train(resumed.config, resumed)
+    resumed.finish(metrics2)
+    assert metrics2["train/env_frames"] == 320 and metrics2["train/updates"] == metrics["train/updates"]
+    rows = [json.loads(line) for line in (run.dir / "metrics.jsonl").read_text().splitlines()]
+    evals = [r["step"] for r in rows if "eval/episode_return_vs_env_frames" in r]
+    assert evals == [0, 160, 320]  # nothing logged twice after the resume
+    assert (run.dir / "checkpoints" / "step_000000000320.pt").is_file()
+
+    # platform eval RUN_DIR, with a GIF of one episode
+    video = tmp_path / "episode.gif"
+    out = task.evaluate(Run.open(run.dir, resume=False), EvalOptions(episodes=1, video=video))
+    assert out["eval/env_frames"] == 320 and out["eval/episodes"] == 1
+    assert video.is_file() and video.stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_same_seed_same_metrics(tmp_path: Path) -> None:
+    sets = [*TINY, "train.env_frames=160", "train.eval_every_frames=160", "train.log_every_frames=160"]
+    results = []
+    for i in range(2):
+        cfg = config(*sets, loss="dcl")
+        run = Run.create(CurlTask(), cfg, tmp_path / str(i))
+        metrics = CurlTask().train(cfg, run)
+        run.finish(metrics)
+        rows = [json.loads(line) for line in (run.dir / "metrics.jsonl").read_text().splitlines()]
+        results.append([{k: v for k, v in r.items() if not k.startswith(("perf/", "wall_time"))} for r in rows])
+    assert results[0] == results[1]
+    assert any("train/critic_loss_vs_env_frames" in r for r in results[0])
