@@ -43,11 +43,12 @@ class ContrastiveBatch:
     """Temperature ``t`` that divided the logits (``1.0`` for CURL's bilinear score)."""
     bounded: bool = True
     """True when ``|logit| <= 1/t`` (cosine similarity / t). False for unbounded scores (bilinear)."""
-    floor_logit: float | None = None
+    floor_logit: float | Tensor | None = None
     """Logit of the smallest attainable score, used by the clamps of DCL/HCL/PUCL/DebiasedPos.
 
-    ``None`` means ``-1/t`` (the cosine bound, the papers' ``e^{-1/t}``). Unbounded samplers set it explicitly;
-    see :meth:`floor`.
+    ``None`` means ``-1/t`` (the cosine bound, the papers' ``e^{-1/t}``); a float is one floor for every row; a
+    ``[A]`` tensor is a per-row floor (the bilinear ``query_key`` sampler uses each row's smallest negative logit).
+    See :meth:`floor`.
     """
     anchor_labels: Tensor | None = None
     """``[A]`` long observed label of each anchor (class id >= 0, or -1 unlabeled)."""
@@ -84,15 +85,18 @@ class ContrastiveBatch:
         """``[A]`` number of valid negatives per row, read from the mask (float, same dtype as the logits)."""
         return self.valid_mask().sum(dim=1).to(self.neg_logits.dtype)
 
-    def floor(self) -> float:
-        """Logit ``ℓ_min`` of the smallest admissible score; clamps use ``e^{ℓ_min}`` (spec §1, §8.1).
+    def floor(self) -> Tensor:
+        """``[A]`` logit ``ℓ_min`` of the smallest admissible score (detached); clamps use ``e^{ℓ_min}``.
 
-        For cosine logits this is ``-1/t`` (DCL's ``e^{-1/t}``). Unbounded (bilinear) samplers provide their own
-        ``floor_logit``; when they do not, the clamp falls back to ``-1/t`` with the batch temperature.
+        For cosine logits this is ``-1/t`` (DCL's ``e^{-1/t}``, spec §1, §8.1). Unbounded (bilinear) samplers
+        provide their own ``floor_logit``; when they do not, the clamp falls back to ``-1/t``.
         """
-        if self.floor_logit is not None:
-            return float(self.floor_logit)
-        return -1.0 / float(self.temperature)
+        ref = self.neg_logits
+        if self.floor_logit is None:
+            return ref.new_full((self.num_anchors,), -1.0 / float(self.temperature))
+        if isinstance(self.floor_logit, Tensor):
+            return self.floor_logit.detach().to(device=ref.device, dtype=ref.dtype).expand(self.num_anchors)
+        return ref.new_full((self.num_anchors,), float(self.floor_logit))
 
     def without_labels(self) -> ContrastiveBatch:
         """A copy with every observed label removed (what unsupervised losses see)."""

@@ -1,0 +1,141 @@
+"""Label-aware losses: supervised contrastive (SupCon) and the oracle "unbiased" loss.
+
+References:
+- [0] Khosla et al., *Supervised Contrastive Learning*, NeurIPS 2020 (L_out and L_in; losses-spec §2.3).
+- [1] Chuang et al., *Debiased Contrastive Learning*, NeurIPS 2020, eq. 2 (L_Unbiased; spec §2.2), also
+  PUCL's L_IdealCL, BCL's L_Sup and DebiasedPos's N-pair loss.
+
+SupCon: for anchor ``i`` the candidates ``A(i)`` are all of its positive columns (other views of the same
+sample) and all valid negative columns; ``P(i)`` is the positive columns plus every negative column that
+carries the anchor's observed label (anchors labeled ``-1`` have only their own views as positives)::
+
+    L_out = lse_{a∈A(i)} ℓ_a − (1/|P(i)|) Σ_{p∈P(i)} ℓ_p
+    L_in  = lse_{a∈A(i)} ℓ_a − lse_{p∈P(i)} ℓ_p + log |P(i)|          (L_in ≤ L_out by Jensen)
+
+With PU labels (1 = labeled positive, −1 = unlabeled) this is the "SCL adapted to PU" baseline of Acharya et
+al. (eq. 11). With only its own view as positive it is InfoNCE.
+
+Unbiased (**oracle**): the observed labels are treated as the *true* classes. Negatives with the anchor's
+label (anchor label ≥ 0) are false negatives and removed; with ``fill_to_n`` the remaining true negatives'
+mass is rescaled to ``N`` terms (``N · mean``: the in-batch emulation of drawing ``N`` negatives from
+``p⁻``), otherwise they are dropped. A row without any true negative has zero negative mass (loss 0).
+Runs using this loss use labels and are marked so.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from contrastlab.losses.base import (
+    ContrastiveLoss,
+    is_bool,
+    masked_lse,
+    neg_count,
+    nll_from_mass,
+    prepare_batch,
+    reduce_anchors,
+    safe_log,
+)
+from contrastlab.losses.batch import ContrastiveBatch
+from contrastlab.platform.errors import IncompatibleError
+from contrastlab.platform.registry import HParam
+
+AGGREGATIONS = ("out", "in")
+
+
+def _require_labels(batch: ContrastiveBatch, owner: str) -> tuple[Tensor, Tensor]:
+    if batch.anchor_labels is None or batch.neg_labels is None:
+        raise IncompatibleError(f"loss '{owner}' needs observed labels; pass labels=... to the sampler")
+    return batch.anchor_labels, batch.neg_labels
+
+
+def known_positives(batch: ContrastiveBatch) -> Tensor:
+    """``[A, N]`` bool: valid negative columns carrying the anchor's observed label (anchor label ≥ 0)."""
+    a, n = _require_labels(batch, "supcon")
+    kp = (n == a[:, None]) & (a >= 0)[:, None]
+    return kp if batch.neg_mask is None else kp & batch.neg_mask
+
+
+def all_view_lse(batch: ContrastiveBatch) -> Tensor:
+    """``[A]`` ``log Σ_{a∈A(i)} e^{ℓ_a}`` over every positive column and every valid negative column."""
+    return torch.logaddexp(torch.logsumexp(batch.pos_logits, dim=1), masked_lse(batch.neg_logits, batch.neg_mask))
+
+
+def mean_logit(batch: ContrastiveBatch, extra: Tensor) -> Tensor:
+    """``[A]`` mean logit over all positive columns plus the negative columns selected by ``extra``."""
+    ln = batch.neg_logits
+    total = batch.pos_logits.sum(dim=1) + torch.where(extra, ln, torch.zeros_like(ln)).sum(dim=1)
+    count = batch.pos_logits.shape[1] + extra.sum(dim=1).to(ln.dtype)
+    return total / count
+
+
+def supcon_terms(batch: ContrastiveBatch, aggregation: str = "out") -> Tensor:
+    """``[A]`` per-anchor SupCon (Khosla et al. 2020) on a validated, compute-dtype, labeled batch."""
+    kp = known_positives(batch)
+    lse_all = all_view_lse(batch)
+    if aggregation == "out":
+        return lse_all - mean_logit(batch, kp)
+    n_pos = batch.pos_logits.shape[1] + kp.sum(dim=1).to(lse_all.dtype)
+    lse_pos = torch.logaddexp(torch.logsumexp(batch.pos_logits, dim=1), masked_lse(batch.neg_logits, kp))
+    return lse_all - lse_pos + torch.log(n_pos)
+
+
+def unbiased_terms(batch: ContrastiveBatch, fill_to_n: bool = True) -> Tensor:
+    """``[A]`` per-anchor oracle unbiased loss (DCL eq. 2) on a validated, compute-dtype, labeled batch."""
+    a, n_lab = _require_labels(batch, "unbiased")
+    true_neg = ~((n_lab == a[:, None]) & (a >= 0)[:, None])
+    if batch.neg_mask is not None:
+        true_neg = true_neg & batch.neg_mask
+    log_mass = masked_lse(batch.neg_logits, true_neg)
+    if fill_to_n:
+        n_true = true_neg.sum(dim=1).to(log_mass.dtype)
+        log_mass = log_mass + safe_log(neg_count(batch)) - safe_log(n_true.clamp_min(1.0))
+    return nll_from_mass(log_mass, batch.pos_logits[:, 0])
+
+
+def supcon(batch: ContrastiveBatch, aggregation: str = "out", reduction: str = "mean") -> Tensor:
+    """Functional SupCon of a labeled ``batch``."""
+    b = prepare_batch(batch, "supcon")
+    return reduce_anchors(supcon_terms(b, aggregation), b, reduction)
+
+
+def unbiased(batch: ContrastiveBatch, fill_to_n: bool = True, reduction: str = "mean") -> Tensor:
+    """Functional oracle unbiased loss of a labeled ``batch``."""
+    b = prepare_batch(batch, "unbiased")
+    return reduce_anchors(unbiased_terms(b, fill_to_n), b, reduction)
+
+
+class SupConLoss(ContrastiveLoss):
+    """Supervised contrastive loss (Khosla et al. 2020): every same-label view is a positive."""
+
+    name = "supcon"
+    description = "SupCon (Khosla et al. 2020): same-label views are positives (class or PU labels)"
+    hyperparameters = (
+        HParam("aggregation", "out", "average over positives outside (out) or inside (in) the log",
+               "out | in", "Khosla et al. 2020: L_out trains better", lambda v: v in AGGREGATIONS),
+    )
+    label_kinds = frozenset({"class", "pu"})
+    aggregation: str
+
+    def per_anchor(self, batch: ContrastiveBatch) -> Tensor:
+        """``[A]`` per-anchor losses."""
+        return supcon_terms(batch, self.aggregation)
+
+
+class UnbiasedLoss(ContrastiveLoss):
+    """Oracle unbiased loss (Chuang et al. 2020, eq. 2): InfoNCE with the labels' false negatives removed."""
+
+    name = "unbiased"
+    description = "ORACLE unbiased loss (DCL eq. 2): treats observed labels as true classes; label-using"
+    hyperparameters = (
+        HParam("fill_to_n", True, "rescale the true negatives' mass to N terms (false: drop false negatives)",
+               "true | false", "spec §2.2: closest in-batch emulation of N draws from p⁻", is_bool),
+    )
+    label_kinds = frozenset({"class"})
+    oracle = True
+    fill_to_n: bool
+
+    def per_anchor(self, batch: ContrastiveBatch) -> Tensor:
+        """``[A]`` per-anchor losses."""
+        return unbiased_terms(batch, bool(self.fill_to_n))

@@ -1,0 +1,108 @@
+"""``query_key``: CURL's layout — queries from the online encoder against keys from a target encoder.
+
+Reference: Laskin, Srinivas, Abbeel, *CURL: Contrastive Unsupervised Representations for Reinforcement
+Learning*, ICML 2020 (bilinear score ``q W kᵀ``, ``W`` learnable, no temperature, no normalisation).
+
+Call ``sampler(queries [B, d], keys, labels=None)`` with ``keys`` either ``[B, d]`` or a sequence of ``M``
+``[B, d]`` (``M`` positives per query, e.g. two key crops as in DCL's CURL experiment with ``M = 2``). The
+caller detaches the keys (CURL encodes them with the EMA encoder under ``no_grad``).
+
+* anchors: the ``A = B`` queries; positives ``[B, M]``: query ``i`` with ``keys[m][i]`` (column 0 = numerator);
+* negatives ``[B, N = B−1]``: query ``i`` with the *first* key set's other keys ``keys[0][j], j ≠ i``;
+* ``similarity="bilinear"`` (default, as in CURL): ``ℓ_ij = q_i W k_jᵀ / t`` with a learnable ``W [dim, dim]``
+  (initialised ``U[0, 1)`` like CURL). These logits are **unbounded** (``bounded=False``), so the losses shift
+  by the detached row max, and the clamp floor of DCL/HCL/PUCL/DebiasedPos is the **smallest negative logit
+  of the row** (``floor_logit`` is that ``[A]`` detached tensor): a mean of negative scores can never be
+  below the smallest one observed, and the floor moves with the row, keeping the losses shift-invariant.
+* ``similarity="cosine"``: ``cos(q_i, k_j) / t``, bounded, floor ``-1/t`` (``floor_logit=None``).
+
+``temperature`` defaults to 1 (CURL has none); with ``cosine`` pick e.g. 0.1–0.5. Distributed: keys and labels
+are gathered from all ranks (negatives are every rank's keys), positives offset by ``rank · B``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from contrastlab.losses.batch import ContrastiveBatch
+from contrastlab.platform.registry import HParam
+from contrastlab.samplers.base import (
+    Sampler,
+    check_embeddings,
+    check_labels,
+    compute_dtype,
+    multi_view_index,
+    normalize,
+    temperature_hparam,
+)
+from contrastlab.samplers.distributed import gather_labels, gather_with_grad, world
+
+SIMILARITIES = ("bilinear", "cosine")
+
+
+class QueryKeySampler(Sampler):
+    """CURL's query/key layout: ``A = B`` queries, ``N = B − 1`` negative keys, bilinear ``q W kᵀ`` or cosine."""
+
+    name = "query_key"
+    description = "CURL layout: queries vs. keys of a target encoder, learnable bilinear q W kᵀ (or cosine)"
+    hyperparameters = (
+        HParam("similarity", "bilinear", "score: bilinear q W kᵀ (learnable W, unbounded) or cosine",
+               "bilinear | cosine", "CURL (Laskin et al. 2020) uses bilinear", lambda v: v in SIMILARITIES),
+        temperature_hparam(1.0, "CURL has no temperature (t = 1)"),
+    )
+    similarity: str
+    temperature: float
+
+    def __init__(self, similarity: str = "bilinear", temperature: float = 1.0, dim: int = 50,
+                 gather_distributed: bool = True) -> None:
+        super().__init__(gather_distributed, similarity=similarity, temperature=temperature)
+        self.dim = int(dim)
+        """Embedding size ``d`` of queries and keys (CURL's latent size 50); only used by ``bilinear``."""
+        if self.similarity == "bilinear":
+            self.W = nn.Parameter(torch.rand(self.dim, self.dim))
+            """Learnable bilinear matrix ``[dim, dim]`` (CURL's initialisation ``U[0, 1)``)."""
+
+    def forward(self, queries: Tensor, keys: Tensor | Sequence[Tensor], labels: Tensor | None = None
+                ) -> ContrastiveBatch:
+        """``queries [B, d]``; ``keys [B, d]`` or a sequence of ``M`` ``[B, d]``; ``labels [B]`` or ``None``."""
+        q = check_embeddings(queries, self.name, "queries")
+        key_list = [keys] if isinstance(keys, Tensor) else list(keys)
+        if not key_list:
+            check_embeddings(None, self.name, "keys", q.shape[0], q.shape[1])
+        dim = self.dim if self.similarity == "bilinear" else q.shape[1]
+        check_embeddings(q, self.name, "queries", None, dim)
+        ks = [check_embeddings(k, self.name, f"keys[{i}]", q.shape[0], dim) for i, k in enumerate(key_list)]
+        lab = check_labels(labels, self.name, q.shape[0], q.device)
+        B = q.shape[0]
+        rank, size = world() if self.gather_distributed else (0, 1)
+        t = float(self.temperature)
+        with torch.autocast(device_type=q.device.type, enabled=False):
+            dt = compute_dtype(q)
+            if self.similarity == "bilinear":
+                qs = (q.to(dt) @ self.W.to(dt)) / t  # [B, d]  (q W / t)
+                kz = [k.to(dt) for k in ks]
+            else:
+                qs = normalize(q) / t
+                kz = [normalize(k) for k in ks]
+            k0 = gather_with_grad(kz[0], "keys").reshape(size * B, -1) if size > 1 else kz[0]  # [B_total, d]
+            logits = qs @ k0.T  # [B, B_total]
+            pos = torch.stack([(qs * k).sum(dim=1) for k in kz], dim=1)  # [B, M]
+        _, neg_idx = multi_view_index(1, B, size * B, rank * B, q.device)
+        neg = logits.gather(1, neg_idx)  # [B, B_total − 1]
+        anchor_labels = pos_labels = neg_labels = None
+        lab_all = gather_labels(lab, q) if size > 1 else (None if lab is None else lab[None])
+        if lab_all is not None:
+            lab_all = lab_all.reshape(-1)
+            anchor_labels = lab
+            pos_labels = lab[:, None].expand(B, len(kz))
+            neg_labels = lab_all[neg_idx]
+        bilinear = self.similarity == "bilinear"
+        floor = neg.detach().amin(dim=1) if bilinear and neg.shape[1] > 0 else None
+        return ContrastiveBatch(
+            pos_logits=pos, neg_logits=neg, temperature=t, bounded=not bilinear, floor_logit=floor,
+            anchor_labels=anchor_labels, pos_labels=pos_labels, neg_labels=neg_labels,
+            meta={"sampler": self.name, "similarity": self.similarity, "world_size": size, "rank": rank},
+        )

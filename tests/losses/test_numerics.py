@@ -1,0 +1,177 @@
+"""Robustness (losses-spec §9.6): small temperatures, AMP, unbounded logits, degenerate rows and settings."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import contrastlab as cl
+from contrastlab import ContrastiveBatch
+
+ALL = ["infonce", "dcl", "hcl", "bcl", "pucl", "punce", "debiased_pos", "supcon", "unbiased"]
+
+
+def _labels(name, B, ref):
+    needs = cl.loss_label_kinds(name)
+    if not needs:
+        return None
+    return ref.pu_labels(B, n_labeled=3) if needs == frozenset({"pu"}) else ref.class_labels(B, classes=2)
+
+
+def _finite_value_and_grad(loss, batch_fn, *leaves):
+    value = loss(batch_fn())
+    value.backward()
+    assert torch.isfinite(value), value
+    for leaf in leaves:
+        assert leaf.grad is not None and bool(torch.isfinite(leaf.grad).all())
+    return value
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_small_temperature_float32(name, ref):
+    z = ref.random_views(B=16, d=8, seed=31, dtype=torch.float32)
+    z1, z2 = z[0].requires_grad_(True), z[1].requires_grad_(True)
+    s = cl.make_sampler("two_view", temperature=0.05)
+    y = _labels(name, 16, ref)
+    v = _finite_value_and_grad(cl.make_loss(name), lambda: s(z1, z2, labels=y), z1, z2)
+    assert v.dtype == torch.float32
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("amp_dtype", [torch.bfloat16, torch.float16])
+def test_amp_computes_in_float32(name, amp_dtype, ref):
+    z = ref.random_views(B=12, d=8, seed=32, dtype=torch.float32)
+    z1, z2 = z[0].requires_grad_(True), z[1].requires_grad_(True)
+    y = _labels(name, 12, ref)
+    s = cl.make_sampler("two_view", temperature=0.1)
+    loss = cl.make_loss(name)
+    with torch.autocast("cpu", dtype=amp_dtype):
+        h1, h2 = (z1 * 1.0).to(amp_dtype), (z2 * 1.0).to(amp_dtype)  # what an AMP encoder emits
+        batch = s(h1, h2, labels=y)
+        value = loss(batch)
+    assert batch.pos_logits.dtype == torch.float32 and value.dtype == torch.float32
+    value.backward()
+    assert torch.isfinite(value) and bool(torch.isfinite(z1.grad).all())
+    ref_value = loss(s(h1.float(), h2.float(), labels=y))  # same rounded inputs, no autocast
+    torch.testing.assert_close(value, ref_value)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_half_logits_are_upcast(name, ref):
+    b = ref.masked_batch(seed=33)
+    half = ContrastiveBatch(b.pos_logits.half(), b.neg_logits.half(), neg_mask=b.neg_mask,
+                            temperature=b.temperature, anchor_labels=b.anchor_labels, neg_labels=b.neg_labels)
+    up = ContrastiveBatch(b.pos_logits.half().float(), b.neg_logits.half().float(), neg_mask=b.neg_mask,
+                          temperature=b.temperature, anchor_labels=b.anchor_labels, neg_labels=b.neg_labels)
+    loss = cl.make_loss(name)
+    assert loss(half).dtype == torch.float32
+    torch.testing.assert_close(loss(half), loss(up))
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("floor", ["row_min", "default"])
+def test_unbounded_logits_up_to_1e4(name, floor, ref):
+    g = torch.Generator().manual_seed(34)
+    A, N = 12, 11
+    pos = ((torch.rand(A, 2, generator=g) * 2 - 1) * 1e4).requires_grad_(True)
+    neg = ((torch.rand(A, N, generator=g) * 2 - 1) * 1e4).requires_grad_(True)
+    labels = _labels(name, A, ref)
+    kw = {} if labels is None else {"anchor_labels": labels, "neg_labels": labels.roll(1)[None, :N].expand(A, N)}
+
+    def make():
+        fl = neg.detach().amin(1) if floor == "row_min" else None
+        return ContrastiveBatch(pos, neg, temperature=1.0, bounded=False, floor_logit=fl, **kw)
+
+    _finite_value_and_grad(cl.make_loss(name), make, pos, neg)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_query_key_bilinear_large_scale(name, ref):
+    s = cl.make_sampler("query_key", dim=16)
+    g = torch.Generator().manual_seed(35)
+    q = (torch.randn(10, 16, generator=g) * 30).requires_grad_(True)
+    k = torch.randn(10, 16, generator=g) * 30
+    y = _labels(name, 10, ref)
+    _finite_value_and_grad(cl.make_loss(name), lambda: s(q, k, labels=y), q, s.W)
+
+
+@pytest.mark.parametrize("name", ["supcon", "unbiased", "punce"])
+def test_rows_where_every_negative_is_a_known_positive(name, ref):
+    z = ref.random_views(B=6, d=4, seed=36, dtype=torch.float32)
+    z1 = z[0].requires_grad_(True)
+    y = torch.ones(6, dtype=torch.long)  # one class (PU: all labeled)
+    s = cl.make_sampler("two_view")
+    v = _finite_value_and_grad(cl.make_loss(name), lambda: s(z1, z[1], labels=y), z1)
+    if name == "unbiased":
+        assert v.item() == 0.0  # no true negative anywhere: zero negative mass
+
+
+@pytest.mark.parametrize(
+    ("name", "hp"),
+    [
+        ("dcl", {"tau_plus": 0.99}),
+        ("hcl", {"tau_plus": 0.99, "beta": 5.0}),
+        ("pucl", {"alpha": 0.99, "c": 0.0}),
+        ("pucl", {"alpha": 0.99, "c": 1.0}),
+        ("bcl", {"tau_plus": 0.5, "alpha": 0.9, "beta": 0.9}),
+        ("bcl", {"tau_plus": 0.0, "alpha": 1.0, "beta": 0.7}),
+        ("bcl", {"tau_plus": 0.3, "alpha": 1.0, "beta": 1.0}),
+        ("bcl", {"tau_plus": 0.99, "alpha": 0.5, "beta": 1.0}),
+        ("debiased_pos", {"tau_plus": 0.01, "aggregation": "outer"}),
+        ("debiased_pos", {"tau_plus": 0.99, "aggregation": "inner"}),
+        ("punce", {"prior": 0.999}),
+    ],
+)
+def test_extreme_hyperparameters(name, hp, ref):
+    z = ref.random_views(B=8, d=4, V=3, seed=37, dtype=torch.float32).requires_grad_(True)
+    y = _labels(name, 8, ref)
+    s = cl.make_sampler("multi_view", temperature=0.05)
+    _finite_value_and_grad(cl.make_loss(name, **hp), lambda: s(z, labels=y), z)
+
+
+def test_debiased_pos_guard_for_small_n():
+    """N = 2 < 2τ⁻/τ⁺ = 18 with large negative scores: the paper's numerator is ≤ 0; the guard clamps Ê⁺."""
+    pos = torch.tensor([[-2.0]], requires_grad=True)
+    neg = torch.tensor([[2.0, 2.0]], requires_grad=True)
+    b = ContrastiveBatch(pos, neg, temperature=0.5)
+    guarded = cl.make_loss("debiased_pos", tau_plus=0.1)(b)
+    e_floor = torch.exp(torch.tensor(-2.0))
+    expected = -torch.log(e_floor / (e_floor + 2 * torch.exp(torch.tensor(2.0))))
+    torch.testing.assert_close(guarded, expected)
+    guarded.backward()
+    assert bool(torch.isfinite(neg.grad).all())
+    assert torch.isfinite(cl.make_loss("debiased_pos", tau_plus=0.1, guard=False)(b))
+
+
+@pytest.mark.parametrize("n_labeled", [0, 1])
+def test_punce_with_zero_or_one_labeled_sample(n_labeled, ref):
+    z = ref.random_views(B=8, d=4, seed=38, dtype=torch.float32)
+    z1 = z[0].requires_grad_(True)
+    y = ref.pu_labels(8, n_labeled=n_labeled)
+    b = cl.make_sampler("two_view")(z1, z[1], labels=y)
+    v = cl.make_loss("punce")(b)
+    v.backward()
+    assert torch.isfinite(v) and bool(torch.isfinite(z1.grad).all())
+    if n_labeled == 0:
+        torch.testing.assert_close(v, cl.make_loss("infonce")(b))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_rows_without_any_valid_negative(name, ref):
+    """An empty queue (N = 0) or fully masked rows: finite value, finite gradients."""
+    pos = torch.randn(4, 1, requires_grad=True)
+    neg = torch.randn(4, 3, requires_grad=True)
+    mask = torch.tensor([[False] * 3, [True, False, False], [False] * 3, [True] * 3])
+    lab = torch.tensor([1, -1, 0, 1])
+    b = ContrastiveBatch(pos, neg, neg_mask=mask, anchor_labels=lab, neg_labels=lab[:3][None].expand(4, 3))
+    _finite_value_and_grad(cl.make_loss(name), lambda: b, pos, neg)
+    empty = ContrastiveBatch(pos, neg[:, :0], anchor_labels=lab, neg_labels=lab[None, :0].expand(4, 0))
+    v = cl.make_loss(name)(empty)
+    assert torch.isfinite(v)
+
+
+def test_float64_in_float64_out(ref):
+    b = ref.two_view_batch()
+    for name in ALL:
+        bb = b if not cl.loss_label_kinds(name) else ref.two_view_batch(labels=ref.pu_labels(8))
+        assert cl.make_loss(name)(bb).dtype == torch.float64
