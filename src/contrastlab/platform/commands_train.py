@@ -159,16 +159,16 @@ def add_train_commands(app: typer.Typer) -> None:
                 seed=seed,
                 device=device,
             )
+            task.check(config)  # plugin-specific checks first: they can say how to fix it (e.g. data.labels)
             check_compatibility(task, config)
             device_obj = resolve_device(config.device)
-            task.check(config)
             warn_if_cpu_heavy(task, config, preset_name, device_obj)
             overrides = [f"--set {s}" for s in set_ or []]
             run = Run.create(task, config, logdir, preset=preset_name, overrides=overrides, run_name=run_name)
             err_console.print(f"run directory: {run.dir}")
         if resume is not None:
-            check_compatibility(run.plugin, run.config)
             run.plugin.check(run.config)
+            check_compatibility(run.plugin, run.config)
         summary = execute(run)
         print_summary(run, summary)
 

@@ -6,7 +6,6 @@ Steps are counted in *environment frames* (agent steps × action repeat), the un
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from pydantic import Field
@@ -108,14 +107,7 @@ class CurlConfig(TaskConfig):
     """Budget, evaluation and checkpoints."""
 
 
-class _Presets(dict):
-    """Presets handing out deep copies, so that merging overrides into one can never change it."""
-
-    def __getitem__(self, key: str) -> dict[str, Any]:
-        return copy.deepcopy(super().__getitem__(key))
-
-
-PRESETS: dict[str, dict[str, Any]] = _Presets({
+PRESETS: dict[str, dict[str, Any]] = {
     "smoke": {
         "sampler": {"name": "query_key"},
         "encoder": {"name": "pixel_conv"},
@@ -131,5 +123,5 @@ PRESETS: dict[str, dict[str, Any]] = _Presets({
         "agent": {"batch_size": 512, "buffer_size": 100_000, "init_steps": 1000},
         "train": {"env_frames": 100_000, "eval_every_frames": 10_000, "eval_episodes": 10},
     },
-})
+}
 """``smoke``: a CPU check in < 3 minutes; ``paper``: CURL's settings (``--set train.env_frames=500000`` for 500k)."""

@@ -1,0 +1,171 @@
+"""The SimCLR training step: views → encoder + head → sampler → loss → optimiser (plus MoCo key encoder).
+
+Data path (DESIGN.md): ``x (V views) --encoder+head--> z --sampler(z..., labels)--> ContrastiveBatch --loss-->``.
+Sampler calls by kind:
+
+* ``two_view`` (and third-party pair samplers): ``sampler(z1, z2, labels=y)``;
+* ``multi_view``: ``sampler(z [V, B, d], labels=y)`` (M = V − 1 positives per anchor);
+* ``queue`` / ``query_key``: ``sampler(q, k, labels=y)`` with ``q`` from the online network on view 0 and ``k``
+  from an EMA key encoder on view 1 (MoCo; the queue is the sampler's state).
+
+Labels reach the sampler only for label-aware losses (the label-leak guard).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import Tensor, nn
+
+import contrastlab as cl
+from contrastlab.data.augment import SimCLRAugment
+from contrastlab.encoders.heads import ContrastiveModel, ProjectionHead, feature_dim
+from contrastlab.platform.errors import ConfigError
+from contrastlab.plugins.simclr.config import SimCLRConfig
+from contrastlab.plugins.simclr.optim import lr_factor, make_optimizer, set_lr
+
+KEY_SAMPLERS = frozenset({"queue", "query_key"})
+"""Samplers that compare online queries with keys from a momentum encoder."""
+
+
+def sampler_kind(name: str) -> str:
+    """``key`` (queue/query_key), ``multi`` (multi_view) or ``pair`` (two_view and anything else)."""
+    if name in KEY_SAMPLERS:
+        return "key"
+    return "multi" if name == "multi_view" else "pair"
+
+
+def build_model(config: SimCLRConfig, in_channels: int) -> ContrastiveModel:
+    """Encoder (from the registry, with ``in_channels``) followed by the projection head."""
+    encoder = cl.make_encoder(config.encoder.name, in_channels=in_channels, **config.encoder.hparams())
+    head = ProjectionHead(feature_dim(encoder), config.model.head_hidden, config.model.proj_dim,
+                          config.model.head_batch_norm)
+    return ContrastiveModel(encoder, head)
+
+
+def view_indices(idx: Tensor, views: int, noise: float, n_total: int, g: torch.Generator | None) -> Tensor:
+    """Source image of every view ``[V, B]``: view 0 is the anchor; with probability ``noise`` each other view
+    comes from a uniformly random *different* image (a false positive, i.e. a type-I error; DebiasedPos)."""
+    src = idx.unsqueeze(0).repeat(views, 1)                                         # [V, B]
+    if noise > 0 and views > 1:
+        shape = (views - 1, idx.shape[0])
+        swap = torch.rand(shape, generator=g, device=idx.device) < noise
+        other = (idx + torch.randint(1, max(2, n_total), shape, generator=g, device=idx.device)) % n_total
+        src[1:] = torch.where(swap, other, src[1:])
+    return src
+
+
+def make_views(images: Tensor, idx: Tensor, augment: SimCLRAugment, views: int, noise: float,
+               g: torch.Generator | None) -> Tensor:
+    """Augmented views ``[V, B, C, S, S]`` of ``images[idx]`` (one batched augmentation call)."""
+    src = view_indices(idx, views, noise, images.shape[0], g)
+    x = images[src.flatten().to(images.device)].to(idx.device, non_blocking=True)
+    out = augment(x, generator=g)
+    return out.view(views, idx.shape[0], *out.shape[1:])
+
+
+class Trainer:
+    """Holds the networks, sampler, loss and optimiser; :meth:`step` does one optimisation step."""
+
+    def __init__(self, config: SimCLRConfig, in_channels: int, device: torch.device,
+                 distributed: bool = False) -> None:
+        self.config, self.device = config, device
+        self.kind = sampler_kind(config.sampler.name)
+        self.label_aware = bool(cl.loss_label_kinds(config.loss.name))
+        model = build_model(config, in_channels)
+        if distributed and config.model.sync_bn:
+            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        model = model.to(device)
+        self.memory_format = torch.channels_last if config.model.channels_last else torch.contiguous_format
+        model = model.to(memory_format=self.memory_format)
+        self.model = model
+        """The unwrapped encoder + head (what checkpoints store)."""
+        self.key_model: ContrastiveModel | None = None
+        if self.kind == "key":
+            self.key_model = copy.deepcopy(model).requires_grad_(False)
+        net: nn.Module = model
+        if distributed:
+            from torch.nn.parallel import DistributedDataParallel
+
+            net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        if config.model.compile:
+            net = torch.compile(net)
+        self.net = net
+        extra = {"dim": config.model.proj_dim} if config.sampler.name == "query_key" else {}
+        self.sampler = cl.make_sampler(config.sampler.name, **config.sampler.hparams(), **extra).to(device)
+        self.loss = cl.make_loss(config.loss.name, **config.loss.hparams()).to(device)
+        # learnable sampler/loss parameters (e.g. query_key's bilinear W) are optimised with the network
+        self.optimizer = make_optimizer(nn.ModuleList([model, self.sampler, self.loss]), config.train)
+        self.autocast = config.model.bf16 and device.type == "cuda"
+
+    # ------------------------------------------------------------------ one step
+    def embed(self, x: Tensor) -> Tensor:
+        """Projections ``z`` (float32) of a batch ``[B, C, H, W]`` through the (possibly wrapped) network."""
+        x = x.contiguous(memory_format=self.memory_format)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            _, z = self.net(x)
+        return z.float()
+
+    def compute_loss(self, views: Tensor, labels: Tensor | None = None) -> Tensor:
+        """Loss of one batch of views ``[V, B, C, H, W]``; ``labels`` ``[B]`` reach the sampler only for
+        label-aware losses."""
+        V, B = views.shape[:2]
+        y = labels if self.label_aware else None
+        if self.kind == "key":
+            q = self.embed(views[0])
+            with torch.no_grad(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+                assert self.key_model is not None
+                _, k = self.key_model(views[1].contiguous(memory_format=self.memory_format))
+            return self.loss(self.sampler(q, k.float(), labels=y))
+        z = self.embed(views.flatten(0, 1)).view(V, B, -1)                            # [V, B, d]
+        if self.kind == "multi":
+            return self.loss(self.sampler(z, labels=y))
+        if V != 2:
+            raise ConfigError(f"sampler '{self.config.sampler.name}' takes 2 views but data.views={V}; "
+                              "use --sampler multi_view")
+        return self.loss(self.sampler(z[0], z[1], labels=y))
+
+    def step(self, views: Tensor, labels: Tensor | None = None, lr_scale: float = 1.0) -> Tensor:
+        """One optimisation step on ``views`` ``[V, B, C, H, W]``; returns the detached loss (no host sync)."""
+        set_lr(self.optimizer, self.config.train.lr, lr_scale)
+        loss = self.compute_loss(views, labels)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        if self.key_model is not None:
+            self.update_key_model()
+        return loss.detach()
+
+    @torch.no_grad()
+    def update_key_model(self) -> None:
+        """EMA update of the key encoder: ``θ_k ← m θ_k + (1 − m) θ_q`` (MoCo); buffers are copied."""
+        assert self.key_model is not None
+        m = self.config.model.key_momentum
+        for pk, pq in zip(self.key_model.parameters(), self.model.parameters(), strict=True):
+            pk.mul_(m).add_(pq.detach(), alpha=1 - m)
+        for bk, bq in zip(self.key_model.buffers(), self.model.buffers(), strict=True):
+            bk.copy_(bq)
+
+    def lr_scale(self, step: int, total: int, steps_per_epoch: int) -> float:
+        """Learning-rate multiplier at ``step`` (warm-up, then constant or cosine)."""
+        warmup = round(self.config.train.warmup_epochs * steps_per_epoch)
+        return lr_factor(step, total, warmup, self.config.train.schedule)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        """Everything needed to resume: networks, sampler state (e.g. the queue) and optimiser."""
+        return {
+            "model": self.model.state_dict(),
+            "key_model": self.key_model.state_dict() if self.key_model is not None else None,
+            "sampler": self.sampler.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`."""
+        self.model.load_state_dict(state["model"])
+        if self.key_model is not None and state.get("key_model") is not None:
+            self.key_model.load_state_dict(state["key_model"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.optimizer.load_state_dict(state["optimizer"])
