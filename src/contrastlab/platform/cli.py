@@ -23,6 +23,7 @@ from rich.table import Table
 
 from contrastlab.platform import commands_train
 from contrastlab.platform.cli_common import console, get_plugin, user_errors
+from contrastlab.platform.compare_cli import add_compare_commands
 from contrastlab.platform.config import config_to_yaml, resolve_config
 from contrastlab.platform.errors import UnknownNameError
 from contrastlab.platform.plugins import get_plugin_manager, registry
@@ -199,15 +200,7 @@ def tensorboard_command(
 commands_train.add_train_commands(app)
 
 
-def _add_optional_commands() -> None:
-    try:
-        from contrastlab.platform.compare_cli import add_compare_commands
-    except ImportError:  # compare is an optional module while being developed
-        return
-    add_compare_commands(app)
-
-
-_add_optional_commands()
+add_compare_commands(app)
 
 
 def main() -> None:
