@@ -1,4 +1,4 @@
-"""The `pu` task plugin."""
+"""The `pu` task plugin: positive-unlabeled classifiers with contrastive pre-training (puNCE, PUCL, any loss)."""
 
 from __future__ import annotations
 
@@ -6,5 +6,8 @@ from contrastlab.platform.hookspecs import hookimpl
 
 
 @hookimpl
-def register_plugins(register) -> None:  # noqa: ANN001
+def register_plugins(register) -> None:
     """Register the `pu` task plugin."""
+    from contrastlab.plugins.pu.task import PUTask
+
+    register(PUTask)

@@ -1,0 +1,158 @@
+"""Typed config and presets of the ``pu`` task plugin (a docstring on every option, CleanRL style)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from contrastlab.platform.task import ComponentSpec, Section, TaskConfig
+
+LOSS_PRIOR_KEYS: dict[str, tuple[str, ...]] = {"punce": ("prior",), "pucl": ("alpha", "c")}
+"""Loss hyperparameters that are PU priors and can be filled from the split (``prior.fill_loss``; PUCL only
+with ``prior.fill_pucl``)."""
+
+
+class DataSection(Section):
+    """Which dataset, which classes are positive, which positives are labeled."""
+
+    dataset: str = "fashion_mnist"
+    """Dataset name (``fashion_mnist``, ``cifar10``, ``synthetic``, ...; see ``contrastlab.data.dataset_names``)."""
+    root: str | None = None
+    """Directory with the dataset's standard files; ``None`` searches the default places (offline first)."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Extra keyword arguments of the dataset loader (e.g. ``size``, ``num_classes`` for ``synthetic``)."""
+    positive_classes: list[int] | None = None
+    """Class ids that form the positive class; ``None`` uses the dataset's documented default
+    (Fashion-MNIST: 0,2,4,6 = upper-body garments; CIFAR-10: 0,1,8,9 = vehicles; MNIST: odd digits)."""
+    n_labeled: int | None = 1000
+    """``n_L``: number of positives that are labeled, drawn at random (SCAR)."""
+    labeled_fraction: float | None = None
+    """Fraction of the positives that are labeled (``c``, in (0, 1]); when set it replaces ``n_labeled``."""
+    scenario: Literal["case_control", "single_training_set"] = "case_control"
+    """``case_control`` (puNCE: U = every unlabeled example, prior π of that pool) or ``single_training_set``
+    (PUCL: U = the whole training set, prior α = n₊/n); see ``contrastlab.data.pu``."""
+    train_size: int | None = None
+    """Use a random subset of this many training examples (``None``: all); the PU split is made on the subset."""
+    test_size: int | None = None
+    """Use a random subset of this many test examples (``None``: the whole clean test set)."""
+    split_seed: int | None = None
+    """Seed of the subsets and of the SCAR labeling (``None``: the run's ``seed``)."""
+
+
+class PriorSection(Section):
+    """The class prior given to the PU risk (and to the prior-aware losses)."""
+
+    mode: Literal["exact", "given", "estimate"] = "exact"
+    """``exact``: π = (n₊ − n_L)/(n − n_L) from the split (puNCE A.1.1); ``given``: ``value``; ``estimate``:
+    Elkan–Noto (2008) on the training inputs, reported next to the true prior."""
+    value: float | None = None
+    """The given prior π of the unlabeled pool, in (0, 1) (``mode=given`` only)."""
+    fill_loss: bool = True
+    """Set ``punce.prior`` = π from this prior unless it is given explicitly (puNCE A.1.1)."""
+    fill_pucl: bool = False
+    """Also set ``pucl.alpha`` = α (population prior) and ``pucl.c`` = n_L/n₊ from the split. Off by default:
+    in PUCL, α is the chance that a contrastive candidate shares the *anchor's latent class* and c the share
+    of those that are positive views (paper defaults 0.12 and 0.1), not the PU dataset's binary prior."""
+    auto_loss_keys: list[str] = Field(default_factory=list)
+    """Filled by the plugin: the loss hyperparameters it sets from the prior (those not set explicitly)."""
+    estimator_hidden: int = Field(default=32, ge=0)
+    """Hidden width of the Elkan–Noto classifier (0 = logistic regression)."""
+    estimator_steps: int = Field(default=300, ge=1)
+    """Training steps of the Elkan–Noto classifier."""
+    estimator_max_examples: int = Field(default=10_000, ge=100)
+    """At most this many unlabeled examples (plus every labeled one) are used for the estimate."""
+
+
+class PretrainSection(Section):
+    """Contrastive pre-training of the encoder (method ``pretrain_probe``)."""
+
+    steps: int = Field(default=2000, ge=0)
+    """Optimizer steps of contrastive pre-training."""
+    batch_size: int = Field(default=256, ge=2)
+    """Images per step (two views each; puNCE used 1024 on MNIST, 2048 on CIFAR)."""
+    lr: float = Field(default=1e-3, gt=0)
+    """Adam learning rate (the paper's LARS is not used)."""
+    weight_decay: float = Field(default=1e-6, ge=0)
+    """Adam weight decay."""
+    projection_hidden: int = Field(default=512, ge=1)
+    """Hidden width of the projection head (discarded after pre-training)."""
+    projection_dim: int = Field(default=128, ge=1)
+    """Output size of the projection head."""
+    crop_scale_min: float = Field(default=0.2, gt=0, le=1)
+    """Smallest random-resized-crop area (fraction of the image)."""
+
+
+class ClassifierSection(Section):
+    """The PU classifier: a linear probe on the (frozen or fine-tuned) encoder, or the end-to-end baseline."""
+
+    risk: Literal["nnpu", "upu", "pn"] = "nnpu"
+    """PU risk: ``nnpu`` (Kiryo et al. 2017), ``upu`` (du Plessis et al.) or ``pn`` (unlabeled = negative)."""
+    surrogate: Literal["sigmoid", "logistic"] = "sigmoid"
+    """Surrogate loss ℓ(z, y): sigmoid σ(−yz) (Kiryo et al.) or logistic log(1 + e^{−yz})."""
+    beta: float = Field(default=0.0, ge=0)
+    """nnPU β: the ascent rule fires when the negative risk is below −β (Kiryo et al. default 0)."""
+    gamma: float = Field(default=1.0, gt=0, le=1)
+    """nnPU γ: weight of the gradient-ascent step (Kiryo et al. default 1)."""
+    steps: int = Field(default=1000, ge=1)
+    """Optimizer steps of the probe (method ``pretrain_probe``)."""
+    end_to_end_steps: int | None = None
+    """Steps of the end-to-end baseline; ``None`` = ``pretrain.steps + classifier.steps`` (equal budget)."""
+    batch_labeled: int = Field(default=64, ge=1)
+    """Labeled positives per step."""
+    batch_unlabeled: int = Field(default=256, ge=1)
+    """Unlabeled examples per step."""
+    lr: float = Field(default=1e-3, gt=0)
+    """Adam learning rate of the linear head, and of the whole network for the end-to-end baseline."""
+    weight_decay: float = Field(default=5e-3, ge=0)
+    """Adam weight decay (nnPU's MNIST setting 0.005)."""
+    fine_tune: bool = False
+    """Also train the pre-trained encoder with the PU risk (puNCE Table 3; the paper finds probing better)."""
+    fine_tune_lr: float = Field(default=1e-4, gt=0)
+    """Adam learning rate of the encoder when ``fine_tune`` is on."""
+
+
+class PUConfig(TaskConfig):
+    """Config of the ``pu`` plugin: PU split, prior, contrastive pre-training, PU classifier."""
+
+    method: Literal["pretrain_probe", "end_to_end"] = "pretrain_probe"
+    """``pretrain_probe``: contrastive pre-training with ``loss`` then a PU linear probe; ``end_to_end``: the
+    baseline, the same encoder + linear head trained from scratch with the PU risk (no contrastive loss)."""
+    loss: ComponentSpec = Field(default_factory=lambda: ComponentSpec(name="punce"))
+    """Contrastive loss of pre-training (any registered loss; ignored by ``end_to_end``)."""
+    encoder: ComponentSpec = Field(default_factory=lambda: ComponentSpec(name="small_cnn"))
+    """Encoder network; its output (before the projection head) feeds the PU classifier."""
+    data: DataSection = Field(default_factory=DataSection)
+    """Dataset and PU split."""
+    prior: PriorSection = Field(default_factory=PriorSection)
+    """Class prior."""
+    pretrain: PretrainSection = Field(default_factory=PretrainSection)
+    """Contrastive pre-training."""
+    classifier: ClassifierSection = Field(default_factory=ClassifierSection)
+    """PU classifier and its risk."""
+    log_every: int = Field(default=25, ge=1)
+    """Log training scalars every this many steps."""
+    eval_batch_size: int = Field(default=1024, ge=1)
+    """Batch size of feature extraction and evaluation."""
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # CPU smoke: 6k Fashion-MNIST training images, a small CNN, a few hundred steps (≈ 25 s on one core).
+    "smoke": {
+        "encoder": {"name": "small_cnn", "width": 16, "feature_dim": 64},
+        "data": {"train_size": 6000, "test_size": 2000, "n_labeled": 200},
+        "pretrain": {"steps": 150, "batch_size": 128},
+        "classifier": {"steps": 300, "batch_labeled": 32, "batch_unlabeled": 128},
+        "checkpoint_every": 100,
+    },
+    # Paper-like PU-Fashion-MNIST (puNCE §4: n_L ∈ {1k, 3k, 10k}, t = 0.5, batch 1024, 200 epochs on MNIST);
+    # sized for a GPU. Change data.n_labeled for the other settings.
+    "paper": {
+        "encoder": {"name": "resnet18", "stem": "cifar"},
+        "data": {"n_labeled": 1000},
+        "pretrain": {"steps": 11_700, "batch_size": 1024, "lr": 1e-3},
+        "classifier": {"steps": 5000, "batch_labeled": 256, "batch_unlabeled": 1024},
+        "checkpoint_every": 1000,
+    },
+}
+"""Named presets: ``smoke`` (CPU, minutes) and ``paper`` (GPU-sized)."""

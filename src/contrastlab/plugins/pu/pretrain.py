@@ -1,0 +1,75 @@
+"""Contrastive pre-training on a PU training set (puNCE §3: SimCLR-style two views, any registered loss).
+
+PU-aware losses (those with non-empty ``label_kinds``: ``punce``, ``supcon``, ``unbiased``) receive the observed
+labels of the batch, 1 for a labeled positive and −1 for unlabeled; every other loss never sees a label
+(DESIGN.md's label-leak guard), and the run records which happened in ``labels_used``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+import contrastlab as cl
+from contrastlab.data.augment import SimCLRAugment
+from contrastlab.platform.run import Run
+
+
+def pretrain_loop(
+    *,
+    run: Run,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: nn.Module,
+    sampler: nn.Module,
+    augment: SimCLRAugment,
+    images: Tensor,
+    observed: Tensor,
+    label_aware: bool,
+    steps: int,
+    batch_size: int,
+    start_step: int,
+    log_every: int,
+    save: Callable[[int], None],
+) -> None:
+    """Run pre-training steps ``start_step+1 .. steps`` (steps are also the logging axis).
+
+    Args:
+        model: encoder + projection head, ``forward(x) -> (h, z)``.
+        images: ``uint8 [n, C, H, W]`` training images on the training device.
+        observed: ``[n]`` long observed labels (1 / −1) on the same device; only used when ``label_aware``.
+        save: ``save(step)`` writes a checkpoint (called when due and at the last step).
+    """
+    if start_step >= steps:
+        return
+    n = images.shape[0]
+    bsz = min(batch_size, n)
+    model.train()
+    with run.progress(steps, description="pretrain", initial=start_step) as bar:
+        for step in range(start_step + 1, steps + 1):
+            idx = torch.randint(n, (bsz,), device=images.device)  # [B]
+            x = images[idx]
+            x1, x2 = augment(x), augment(x)  # [B, C, H, W] each, two independent views
+            _, z = model(torch.cat([x1, x2]))  # [2B, d]
+            z1, z2 = z[:bsz], z[bsz:]
+            batch = sampler(z1, z2, labels=observed[idx]) if label_aware else sampler(z1, z2)
+            loss = loss_fn(batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            value = float(loss.detach())
+            if step % log_every == 0 or step == steps:
+                metrics = {"pretrain/loss": value}
+                if label_aware:
+                    metrics["pretrain/labeled_per_batch"] = float((observed[idx] == 1).sum())
+                run.log(metrics, step)
+            if run.checkpoint_due(step) or step == steps:
+                save(step)
+            bar.update(1, loss=f"{value:.3f}")
+
+
+def is_label_aware(loss_name: str) -> bool:
+    """Whether the loss reads observed labels (non-empty ``label_kinds``)."""
+    return bool(cl.loss_label_kinds(loss_name))

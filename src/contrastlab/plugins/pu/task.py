@@ -1,0 +1,345 @@
+"""The ``pu`` task plugin: PU classifiers with optional contrastive pre-training (puNCE, Acharya et al.).
+
+Pipeline (losses-spec.md §7, §2.5):
+
+1. a PU split of the training set (:mod:`contrastlab.data.pu`) and a class prior (exact, given or estimated
+   with Elkan–Noto, :mod:`contrastlab.data.prior`);
+2. method ``pretrain_probe``: contrastive pre-training with any registered loss (PU-aware losses get the
+   observed labels), then a linear PU classifier (nnPU / uPU / PN) on the frozen encoder, or fine-tuned;
+   method ``end_to_end``: the baseline, the same encoder + linear head trained from scratch with the PU risk;
+3. accuracy, F1 and ROC-AUC on the clean, fully labeled test set.
+
+The step axis of the logs is: pre-training steps ``1..S_pre``, then classifier steps ``S_pre+1..S_pre+S_clf``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+import contrastlab as cl
+from contrastlab.data import ImageDataset, load_dataset
+from contrastlab.data.augment import SimCLRAugment, augment_for, prepare
+from contrastlab.data.prior import elkan_noto
+from contrastlab.data.pu import DEFAULT_POSITIVE_CLASSES, PUSplit, check_prior, make_pu_split, priors_from_pool
+from contrastlab.encoders.heads import ContrastiveModel, ProjectionHead, feature_dim
+from contrastlab.evaluation import extract_features
+from contrastlab.platform.errors import ConfigError, ContrastlabError, IncompatibleError
+from contrastlab.platform.run import Run
+from contrastlab.plugins.pu.config import LOSS_PRIOR_KEYS, PRESETS, PUConfig
+from contrastlab.plugins.pu.pretrain import is_label_aware, pretrain_loop
+from contrastlab.plugins.pu.probe import PUData, binary_metrics, classifier_step, linear_head, predict_scores
+from contrastlab.plugins.pu.risks import PURisk
+
+
+@dataclass
+class PUProblem:
+    """The data side of a run: train/test sets, the PU split and the priors."""
+
+    train: ImageDataset
+    test: ImageDataset
+    split: PUSplit
+    pool_prior: float
+    """π used (prior of the unlabeled pool): exact, given or estimated."""
+    population_prior: float
+    """α derived from π and the observed labeled share."""
+    label_frequency: float
+    """c derived from π and the observed labeled share."""
+    estimate: dict[str, Any] | None = None
+    """The Elkan–Noto result (``mode=estimate``)."""
+
+    @property
+    def risk_prior(self) -> float:
+        """Prior of the risk's unlabeled sample: π (case-control) or α (single-training-set)."""
+        return self.population_prior if self.split.scenario == "single_training_set" else self.pool_prior
+
+    def loss_prior_values(self) -> dict[str, float]:
+        """Values for the prior hyperparameters of ``punce`` (π) and ``pucl`` (α, c)."""
+        alpha = min(self.population_prior, 1.0 - 1e-6)
+        return {"prior": self.pool_prior, "alpha": alpha, "c": self.label_frequency}
+
+
+def positive_classes(config: PUConfig) -> list[int] | None:
+    """The configured positive classes, or the dataset's documented default (``None`` if it has none)."""
+    if config.data.positive_classes is not None:
+        return list(config.data.positive_classes)
+    default = DEFAULT_POSITIVE_CLASSES.get(config.data.dataset)
+    return list(default) if default is not None else None
+
+
+def load_split(
+    config: PUConfig, *, with_train: bool = True, download: bool = True
+) -> tuple[ImageDataset | None, ImageDataset, PUSplit | None]:
+    """Load the (subsampled) train/test sets and build the PU split (errors are one-line ConfigErrors)."""
+    d = config.data
+    seed = config.seed if d.split_seed is None else d.split_seed
+    opts = {"download": download, **d.options}
+    test = load_dataset(d.dataset, d.root, split="test", **opts).subset(d.test_size, seed=seed + 1)
+    if not with_train:
+        return None, test, None
+    train = load_dataset(d.dataset, d.root, split="train", **opts).subset(d.train_size, seed=seed)
+    classes = positive_classes(config)
+    if classes is None:
+        raise ConfigError(f"data.positive_classes must be given for dataset '{d.dataset}' (no documented default)")
+    n_labeled = None if d.labeled_fraction is not None else d.n_labeled  # a fraction, when set, wins
+    split = make_pu_split(
+        train.labels, classes, n_labeled=n_labeled, labeled_fraction=d.labeled_fraction, seed=seed,
+        scenario=d.scenario, num_classes=train.num_classes,
+    )
+    return train, test, split
+
+
+def _check_prior_settings(config: PUConfig) -> None:
+    p = config.prior
+    if p.mode == "given":
+        if p.value is None:
+            raise ConfigError("prior.mode=given needs prior.value in (0, 1)")
+        check_prior(p.value, "prior.value")
+    elif p.value is not None:
+        raise ConfigError(f"prior.value is only used with prior.mode=given (prior.mode={p.mode})")
+
+
+def resolve_prior(config: PUConfig, train: ImageDataset, test: ImageDataset, split: PUSplit) -> PUProblem:
+    """The prior of the run: exact from the split, given, or estimated with Elkan–Noto on the inputs."""
+    _check_prior_settings(config)
+    estimate = None
+    if config.prior.mode == "exact":
+        pool = split.unlabeled_pool_prior
+    elif config.prior.mode == "given":
+        pool = float(config.prior.value)  # type: ignore[arg-type]
+    else:
+        gen = torch.Generator().manual_seed(config.seed)
+        keep = torch.randperm(split.n, generator=gen)[: config.prior.estimator_max_examples]  # uniform: keeps n_L/n
+        spec = augment_for(config.data.dataset, image_size=train.image_size, channels=train.channels).spec
+        x = prepare(train.images[keep], spec).flatten(1)  # [m, C·H·W]
+        est = elkan_noto(
+            x, split.observed[keep], hidden=config.prior.estimator_hidden, steps=config.prior.estimator_steps,
+            seed=config.seed,
+        )
+        pool = est.unlabeled_pool_prior
+        estimate = est.as_dict()
+    alpha, c = priors_from_pool(pool, split.n_labeled, split.n)
+    return PUProblem(train, test, split, pool, alpha, c, estimate)
+
+
+def fill_loss_prior(config: PUConfig, problem: PUProblem) -> dict[str, float]:
+    """Set ``config.loss``'s auto prior hyperparameters from the problem's prior; returns what was set."""
+    if not config.prior.fill_loss or not config.prior.auto_loss_keys:
+        return {}
+    values = problem.loss_prior_values()
+    filled = {k: values[k] for k in config.prior.auto_loss_keys if k in values}
+    hp = dict(config.loss.hparams())
+    hp.update(filled)
+    config.loss = cl.ComponentSpec(name=config.loss.name, **hp)
+    return filled
+
+
+def build_encoder(config: PUConfig, channels: int) -> nn.Module:
+    """The configured encoder for ``channels``-channel images."""
+    return cl.make_encoder(config.encoder.name, in_channels=channels, **config.encoder.hparams())
+
+
+class PUTask(cl.TaskPlugin):
+    """Positive-unlabeled classification with contrastive pre-training (puNCE, PUCL, any loss) and PU heads."""
+
+    name = "pu"
+    description = "PU classifiers: contrastive pre-training (punce, pucl, any loss) + nnPU/uPU/PN linear probe"
+    config_model = PUConfig
+    presets = PRESETS
+    default_preset = "smoke"
+    gpu_presets = frozenset({"paper"})
+    # Accuracy on the clean test set is the metric of the puNCE paper's tables (so results compare with it);
+    # F1 and ROC-AUC are reported next to it.
+    primary_metric = "test/accuracy"
+    higher_is_better = True
+
+    def label_kinds(self, config: cl.TaskConfig) -> frozenset[str]:
+        """``{"pu", "class"}`` when the config defines a PU split (positive classes known), else no labels.
+
+        The observed labels are PU-coded (1 = labeled positive, −1 = unlabeled), which is also a valid partial
+        class labeling (class 1, or unknown): so class-label losses (``supcon``, the oracle ``unbiased``) can run
+        on them, and treat only the labeled positives as same-class.
+        """
+        assert isinstance(config, PUConfig)
+        return frozenset({"pu", "class"}) if positive_classes(config) else frozenset()
+
+    def prepare_config(self, config: cl.TaskConfig, explicit_keys: frozenset[str]) -> cl.TaskConfig:
+        """Mark the loss's prior hyperparameters not set explicitly for filling from the PU prior."""
+        assert isinstance(config, PUConfig)
+        if config.prior.fill_loss and "prior.auto_loss_keys" not in explicit_keys:
+            explicit = set(config.loss.hparams())
+            keys = LOSS_PRIOR_KEYS.get(config.loss.name, ()) if config.loss.name != "pucl" or config.prior.fill_pucl \
+                else ()
+            config.prior.auto_loss_keys = [k for k in keys if k not in explicit]
+        if config.prior.auto_loss_keys and config.prior.mode != "estimate":
+            try:  # show the values actually used in config.yaml
+                train, test, split = load_split(config, download=False)
+                fill_loss_prior(config, resolve_prior(config, train, test, split))  # type: ignore[arg-type]
+            except ContrastlabError:
+                pass  # reported by check()/train with its own message
+        return config
+
+    def check(self, config: cl.TaskConfig) -> None:
+        """Refuse bad input before training: label-aware loss without a split, bad prior, bad split, no data."""
+        assert isinstance(config, PUConfig)
+        self._check_settings(config)
+        load_split(config)
+
+    def _check_settings(self, config: PUConfig) -> None:
+        if config.method == "pretrain_probe" and is_label_aware(config.loss.name) and not self.label_kinds(config):
+            raise IncompatibleError(
+                f"loss '{config.loss.name}' needs PU labels but there is no PU split: set data.positive_classes "
+                f"for dataset '{config.data.dataset}'"
+            )
+        _check_prior_settings(config)
+
+    # ------------------------------------------------------------------ training
+    def train(self, config: cl.TaskConfig, run: Run) -> dict[str, float]:
+        """Pre-train (optional), train the PU classifier, evaluate on the clean test set."""
+        assert isinstance(config, PUConfig)
+        self._check_settings(config)
+        dev = run.device
+        train, test, split = load_split(config)
+        assert train is not None and split is not None
+        problem = resolve_prior(config, train, test, split)
+        filled = fill_loss_prior(config, problem)
+        e2e = config.method == "end_to_end"
+        label_aware = not e2e and is_label_aware(config.loss.name)
+        run.labels_used = label_aware
+        self._record(run, config, problem, filled, label_aware)
+
+        spec = augment_for(config.data.dataset, image_size=train.image_size, channels=train.channels,
+                           crop_scale=(config.pretrain.crop_scale_min, 1.0)).spec
+        preprocess = lambda x: prepare(x, spec)  # noqa: E731
+        images = train.images.to(dev)
+        encoder = build_encoder(config, train.channels).to(dev)
+        dim = feature_dim(encoder)
+        s_pre = 0 if e2e else config.pretrain.steps
+        budget = config.classifier.end_to_end_steps or (config.pretrain.steps + config.classifier.steps)
+        s_clf = budget if e2e else config.classifier.steps
+        projection = ProjectionHead(dim, config.pretrain.projection_hidden, config.pretrain.projection_dim).to(dev)
+        model = ContrastiveModel(encoder, projection)
+        pre_opt = torch.optim.Adam(model.parameters(), lr=config.pretrain.lr, weight_decay=config.pretrain.weight_decay)
+
+        state = run.load_checkpoint(map_location=dev)
+        step = int(state["step"]) if state else 0
+        if state is not None:
+            model.load_state_dict(state["model"])
+            if state["phase"] == "pretrain":
+                pre_opt.load_state_dict(state["pretrain_opt"])
+
+        def save_pre(at: int) -> None:
+            run.save_checkpoint({"phase": "pretrain", "model": model.state_dict(),
+                                 "pretrain_opt": pre_opt.state_dict()}, at)
+
+        if not e2e and step < s_pre:
+            loss_fn = cl.make_loss(config.loss.name, **config.loss.hparams()).to(dev)
+            sampler = cl.make_sampler(config.sampler.name, **config.sampler.hparams()).to(dev)
+            pretrain_loop(
+                run=run, model=model, optimizer=pre_opt, loss_fn=loss_fn, sampler=sampler,
+                augment=SimCLRAugment(spec).to(dev), images=images, observed=split.observed.to(dev),
+                label_aware=label_aware, steps=s_pre, batch_size=config.pretrain.batch_size, start_step=step,
+                log_every=config.log_every, save=save_pre,
+            )
+
+        # ---------------------------------------------------------- PU classifier
+        cc = config.classifier
+        frozen = not e2e and not cc.fine_tune
+        with torch.random.fork_rng(devices=[]):  # own init RNG: resuming must not shift the batch sampling
+            torch.manual_seed(config.seed + 1)
+            head = linear_head(dim, standardize=not e2e).to(dev)
+        if frozen:
+            inputs: Tensor = extract_features(encoder, images, preprocess, config.eval_batch_size, dev).to(dev)
+            head[0].fit(inputs)
+            clf: nn.Module = head
+            data_pre = None
+            params = [{"params": head.parameters(), "lr": cc.lr}]
+        else:
+            if not e2e:
+                head[0].fit(extract_features(encoder, images, preprocess, config.eval_batch_size, dev).to(dev))
+            inputs, clf, data_pre = images, nn.Sequential(encoder, head), preprocess
+            enc_lr = cc.lr if e2e else cc.fine_tune_lr
+            params = [{"params": encoder.parameters(), "lr": enc_lr}, {"params": head.parameters(), "lr": cc.lr}]
+        clf_opt = torch.optim.Adam(params, weight_decay=cc.weight_decay)
+        if state is not None and state["phase"] == "classifier":
+            head.load_state_dict(state["head"])
+            clf_opt.load_state_dict(state["clf_opt"])
+        w = split.n_labeled / (split.n_labeled + split.unlabeled_idx.numel())
+        risk = PURisk(cc.risk, prior=problem.risk_prior, surrogate_name=cc.surrogate, beta=cc.beta,
+                      gamma=cc.gamma, labeled_share=w)
+        data = PUData(inputs, split.labeled_idx.to(dev), split.unlabeled_idx.to(dev), data_pre)
+        total = s_pre + s_clf
+        start = max(step, s_pre)
+        clf.train()
+        ascents = window = 0
+        with run.progress(total, description="classifier", initial=start) as bar:
+            for gstep in range(start + 1, total + 1):
+                out = classifier_step(clf, clf_opt, risk, data, cc.batch_labeled, cc.batch_unlabeled)
+                ascents, window = ascents + int(out.ascent), window + 1
+                if gstep % config.log_every == 0 or gstep == total:
+                    run.log({"classifier/risk": float(out.value), "classifier/positive_risk": float(out.positive_risk),
+                             "classifier/negative_risk": float(out.negative_risk),
+                             "classifier/ascent_fraction": ascents / window}, gstep)  # nnPU rule firing rate
+                    ascents = window = 0
+                if run.checkpoint_due(gstep) or gstep == total:
+                    run.save_checkpoint({"phase": "classifier", "model": model.state_dict(),
+                                         "head": head.state_dict(), "clf_opt": clf_opt.state_dict()}, gstep)
+                bar.update(1, risk=f"{float(out.value):.3f}")
+        metrics = self._test_metrics(config, encoder, head, test, preprocess, dev)
+        metrics.update(self._prior_metrics(problem))
+        run.log(metrics, total)
+        return metrics
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, run: Run, options: cl.EvalOptions) -> dict[str, float]:
+        """Test metrics of the latest checkpoint (after the classifier phase)."""
+        config = run.config
+        assert isinstance(config, PUConfig)
+        state = run.load_checkpoint(map_location=run.device, restore_rng=False)
+        if state is None or state.get("phase") != "classifier":
+            raise ConfigError(f"run {run.dir} has no trained PU classifier yet; resume it with --resume {run.dir}")
+        _, test, _ = load_split(config, with_train=False)
+        encoder = build_encoder(config, test.channels).to(run.device)
+        dim = feature_dim(encoder)
+        model = ContrastiveModel(encoder, ProjectionHead(dim, config.pretrain.projection_hidden,
+                                                         config.pretrain.projection_dim)).to(run.device)
+        model.load_state_dict(state["model"])
+        head = linear_head(dim, standardize=config.method != "end_to_end").to(run.device)
+        head.load_state_dict(state["head"])
+        spec = augment_for(config.data.dataset, image_size=test.image_size, channels=test.channels).spec
+        return self._test_metrics(config, encoder, head, test, lambda x: prepare(x, spec), run.device)
+
+    @staticmethod
+    def _test_metrics(config: PUConfig, encoder: nn.Module, head: nn.Module, test: ImageDataset,
+                      preprocess: Any, dev: torch.device) -> dict[str, float]:
+        classes = positive_classes(config) or []
+        y = torch.isin(test.labels, torch.tensor(classes, dtype=torch.long)).long()
+        scores = predict_scores(nn.Sequential(encoder, head), test.images, preprocess, config.eval_batch_size, dev)
+        return {f"test/{k}": v for k, v in binary_metrics(scores, y).items()}
+
+    @staticmethod
+    def _prior_metrics(problem: PUProblem) -> dict[str, float]:
+        true = problem.split.unlabeled_pool_prior
+        out = {"prior/true": true, "prior/used": problem.pool_prior, "prior/risk": problem.risk_prior}
+        if problem.estimate is not None:
+            out["prior/estimated"] = problem.pool_prior
+            out["prior/abs_error"] = abs(problem.pool_prior - true)
+        return out
+
+    @staticmethod
+    def _record(run: Run, config: PUConfig, problem: PUProblem, filled: dict[str, float], label_aware: bool) -> None:
+        run.record(
+            pu_split=problem.split.summary(),
+            pu_method=config.method,
+            pu_risk=config.classifier.risk,
+            pu_prior_mode=config.prior.mode,
+            pu_prior_used=problem.pool_prior,
+            pu_risk_prior=problem.risk_prior,
+            pu_prior_estimate=problem.estimate,
+            pu_loss_hparams_from_prior=filled,
+            pu_observed_labels_to_loss=label_aware,
+            pu_contrastive_pretraining=config.method == "pretrain_probe",
+        )

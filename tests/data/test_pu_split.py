@@ -1,0 +1,127 @@
+"""PU split construction: exact n_L, SCAR, no labeled negatives, the exact prior, bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from contrastlab import ConfigError
+from contrastlab.data.pu import (
+    LABELED_POSITIVE,
+    UNLABELED,
+    binarize,
+    check_prior,
+    exact_prior,
+    make_pu_split,
+)
+
+
+def _labels(n_per_class: int = 100, k: int = 10) -> torch.Tensor:
+    return torch.arange(k).repeat_interleave(n_per_class)  # [k * n_per_class]
+
+
+def test_exact_prior_on_known_counts() -> None:
+    # puNCE A.1.1 on PU-CIFAR10: 20k positives of 50k.
+    assert exact_prior(20_000, 50_000, 1_000) == pytest.approx(19 / 49)
+    assert exact_prior(20_000, 50_000, 3_000) == pytest.approx(17 / 47)
+    assert exact_prior(20_000, 50_000, 10_000) == pytest.approx(0.25)
+    assert exact_prior(40, 100, 0) == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize("scenario", ["case_control", "single_training_set"])
+def test_split_counts_and_coding(scenario: str) -> None:
+    labels = _labels()
+    split = make_pu_split(labels, [0, 2, 4, 6], n_labeled=37, seed=3, scenario=scenario)
+    assert split.n == 1000 and split.n_positive == 400 and split.n_labeled == 37
+    assert set(split.observed.unique().tolist()) == {LABELED_POSITIVE, UNLABELED}
+    assert int((split.observed == LABELED_POSITIVE).sum()) == 37
+    # no labeled negatives
+    assert bool((split.y_true[split.observed == LABELED_POSITIVE] == 1).all())
+    assert torch.equal(split.labeled_idx, torch.nonzero(split.observed == 1).flatten())
+    assert split.unlabeled_pool_prior == pytest.approx((400 - 37) / (1000 - 37))
+    # the exact prior equals the empirical positive fraction of the unlabeled pool
+    pool = split.y_true[split.observed == UNLABELED].float().mean().item()
+    assert split.unlabeled_pool_prior == pytest.approx(pool)
+    assert split.label_frequency == pytest.approx(37 / 400)
+    assert split.population_prior == pytest.approx(0.4)
+    if scenario == "case_control":
+        assert split.unlabeled_idx.numel() == 1000 - 37
+        assert split.risk_prior == pytest.approx(split.unlabeled_pool_prior)
+        assert not bool(torch.isin(split.unlabeled_idx, split.labeled_idx).any())
+    else:
+        assert split.unlabeled_idx.numel() == 1000
+        assert split.risk_prior == pytest.approx(0.4)
+        # α(1 − c)/(1 − αc) is the pool prior under the single-training-set model
+        a, c = split.population_prior, split.label_frequency
+        assert a * (1 - c) / (1 - a * c) == pytest.approx(split.unlabeled_pool_prior)
+
+
+def test_fraction_and_seed_determinism() -> None:
+    labels = _labels()
+    a = make_pu_split(labels, [1, 3, 5, 7, 9], labeled_fraction=0.1, seed=7)
+    b = make_pu_split(labels, [1, 3, 5, 7, 9], labeled_fraction=0.1, seed=7)
+    c = make_pu_split(labels, [1, 3, 5, 7, 9], labeled_fraction=0.1, seed=8)
+    assert a.n_labeled == 50
+    assert torch.equal(a.labeled_idx, b.labeled_idx)
+    assert not torch.equal(a.labeled_idx, c.labeled_idx)
+
+
+def test_scar_labeling_is_uniform_over_positive_classes() -> None:
+    # SCAR: every positive is equally likely to be labeled, whatever its class (and so whatever x).
+    labels = _labels(n_per_class=200, k=4)  # positives: classes 0 and 1 (400 examples)
+    counts = torch.zeros(4)
+    hits = torch.zeros(800)
+    for seed in range(200):
+        split = make_pu_split(labels, [0, 1], n_labeled=40, seed=seed)
+        counts += torch.bincount(labels[split.labeled_idx], minlength=4).float()
+        hits[split.labeled_idx] += 1
+    assert counts[2] == 0 and counts[3] == 0
+    share = counts[0] / counts[:2].sum()
+    assert abs(share.item() - 0.5) < 0.03  # 8000 draws: sd ≈ 0.006
+    rate = hits[:400] / 200  # per-example labeling rate, expectation c = 0.1
+    assert abs(rate.mean().item() - 0.1) < 1e-6
+    assert rate.std().item() < 0.05  # binomial(200, 0.1)/200 sd ≈ 0.021: no example is favoured
+
+
+def test_binarize() -> None:
+    y = binarize(torch.tensor([0, 1, 2, 3, 2]), [2, 3])
+    assert y.tolist() == [0, 0, 1, 1, 1]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"positive_classes": [], "n_labeled": 5}, "empty"),
+        ({"positive_classes": list(range(10)), "n_labeled": 5}, "cover every class"),
+        ({"positive_classes": [0, 12], "n_labeled": 5}, "unknown class"),
+        ({"positive_classes": [-1], "n_labeled": 5}, "unknown class"),
+        ({"positive_classes": [0], "n_labeled": 101}, "larger than the number of positives"),
+        ({"positive_classes": [0], "n_labeled": 0}, ">= 1"),
+        ({"positive_classes": [0]}, "exactly one"),
+        ({"positive_classes": [0], "n_labeled": 5, "labeled_fraction": 0.1}, "exactly one"),
+        ({"positive_classes": [0], "labeled_fraction": 1.5}, "labeled_fraction"),
+        ({"positive_classes": [0], "n_labeled": 5, "scenario": "pnu"}, "scenario"),
+    ],
+)
+def test_bad_input_is_a_clear_config_error(kwargs: dict, match: str) -> None:
+    labels = _labels()
+    kwargs = dict(kwargs)
+    classes = kwargs.pop("positive_classes")
+    with pytest.raises(ConfigError, match=match):
+        make_pu_split(labels, classes, num_classes=10, **kwargs)
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, -0.2, 1.7, "x"])
+def test_prior_outside_unit_interval_is_rejected(bad: object) -> None:
+    with pytest.raises(ConfigError, match=r"\(0, 1\)"):
+        check_prior(bad)  # type: ignore[arg-type]
+    assert check_prior(0.3) == 0.3
+
+
+def test_priors_from_pool_inverts_the_exact_prior() -> None:
+    from contrastlab.data.pu import priors_from_pool
+
+    split = make_pu_split(_labels(), [0, 2, 4, 6], n_labeled=37, seed=0)
+    alpha, c = priors_from_pool(split.unlabeled_pool_prior, split.n_labeled, split.n)
+    assert alpha == pytest.approx(split.population_prior)
+    assert c == pytest.approx(split.label_frequency)

@@ -1,0 +1,191 @@
+"""The `pu` task plugin end to end on the tiny synthetic dataset: config, bad input, train, resume, CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from contrastlab import ConfigError, IncompatibleError
+from contrastlab.platform.config import resolve_config
+from contrastlab.platform.plugins import registry
+from contrastlab.platform.run import Run
+from contrastlab.plugins.pu import task as pu_task
+from contrastlab.testing import run_cli
+
+TINY = [
+    "data.dataset=synthetic",
+    "data.options={size: 192, num_classes: 4, image_size: 12, channels: 1}",
+    "data.positive_classes=[0, 1]",
+    "data.n_labeled=24",
+    "data.train_size=null",
+    "data.test_size=null",
+    "encoder.width=4",
+    "encoder.feature_dim=8",
+    "pretrain.steps=4",
+    "pretrain.batch_size=16",
+    "pretrain.projection_hidden=16",
+    "pretrain.projection_dim=8",
+    "classifier.steps=6",
+    "classifier.batch_labeled=8",
+    "classifier.batch_unlabeled=16",
+    "log_every=2",
+    "checkpoint_every=3",
+    "eval_batch_size=64",
+]
+
+
+def _plugin():
+    return registry("plugin").get("pu").factory()
+
+
+def _config(loss: str = "punce", extra: list[str] | None = None):
+    return resolve_config(_plugin(), preset="smoke", loss=loss, sets=TINY + (extra or []), device="cpu")
+
+
+def _train(tmp_path: Path, loss: str = "punce", extra: list[str] | None = None) -> tuple[Run, dict]:
+    plugin = _plugin()
+    config = _config(loss, extra)
+    plugin.check(config)
+    run = Run.create(plugin, config, tmp_path)
+    summary = run.finish(plugin.train(config, run))
+    return run, summary
+
+
+def test_config_fills_prior_from_the_split() -> None:
+    config = _config("punce")
+    # 2 of 4 balanced classes positive: n = 192, n₊ = 96, n_L = 24 → π = 72/168
+    assert config.loss.hparams()["prior"] == pytest.approx(72 / 168)
+    assert config.prior.auto_loss_keys == ["prior"]
+    explicit = _config("punce", ["loss.prior=0.2"])
+    assert explicit.loss.hparams()["prior"] == pytest.approx(0.2) and explicit.prior.auto_loss_keys == []
+    assert _config("pucl").loss.hparams() == {"alpha": 0.12, "c": 0.1}  # PUCL's own defaults unless asked
+    pucl = _config("pucl", ["prior.fill_pucl=true"]).loss.hparams()
+    assert pucl["alpha"] == pytest.approx(0.5) and pucl["c"] == pytest.approx(24 / 96)
+    assert _plugin().label_kinds(config) >= {"pu"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "error", "match"),
+    [
+        (["prior.mode=given", "prior.value=1.5"], ConfigError, r"prior.value.*\(0, 1\)"),
+        (["prior.mode=given", "prior.value=0"], ConfigError, r"\(0, 1\)"),
+        (["prior.mode=given"], ConfigError, "prior.value"),
+        (["prior.value=0.3"], ConfigError, "mode=given"),
+        (["data.n_labeled=97"], ConfigError, "larger than the number of positives"),
+        (["data.labeled_fraction=1.2"], ConfigError, "labeled_fraction"),
+        (["data.positive_classes=[]"], ConfigError, "empty"),
+        (["data.positive_classes=[0, 1, 2, 3]"], ConfigError, "cover every class"),
+        (["data.positive_classes=[0, 7]"], ConfigError, "unknown class"),
+    ],
+)
+def test_bad_input_is_refused_before_training(extra: list[str], error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        _plugin().check(_config("infonce", extra))
+
+
+def test_labeled_fraction_replaces_n_labeled() -> None:
+    _, _, split = pu_task.load_split(_config("infonce", ["data.labeled_fraction=0.5"]))
+    assert split is not None and split.n_labeled == 48  # half of the 96 positives
+
+
+def test_label_aware_loss_without_a_pu_split_is_refused() -> None:
+    plugin = _plugin()
+    config = resolve_config(plugin, preset="smoke", loss="punce", sets=["data.dataset=cifar100"], device="cpu")
+    assert plugin.label_kinds(config) == frozenset()
+    with pytest.raises(IncompatibleError, match="PU split"):
+        plugin.check(config)
+
+
+def test_pretrain_probe_smoke_with_punce(tmp_path: Path) -> None:
+    run, summary = _train(tmp_path, "punce")
+    m = summary["metrics"]
+    for key in ("test/accuracy", "test/f1", "test/auc", "prior/true", "prior/used"):
+        assert key in m
+    assert 0.0 <= m["test/accuracy"] <= 1.0 and 0.0 <= m["test/auc"] <= 1.0
+    assert m["prior/used"] == pytest.approx(72 / 168)
+    assert summary["labels_used"] is True and summary["pu_observed_labels_to_loss"] is True
+    assert summary["pu_split"]["n_labeled"] == 24
+    assert summary["primary_metric"] == "test/accuracy"
+    rows = [json.loads(line) for line in (run.dir / "metrics.jsonl").read_text().splitlines()]
+    tags = {k for r in rows for k in r}
+    assert {"pretrain/loss", "classifier/risk", "classifier/negative_risk", "test/accuracy"} <= tags
+    # platform eval re-computes the same test metrics from the last checkpoint
+    again = _plugin().evaluate(Run.open(run.dir, resume=False), None)  # type: ignore[arg-type]
+    assert again["test/accuracy"] == pytest.approx(m["test/accuracy"])
+
+
+def test_unsupervised_loss_never_sees_labels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[bool] = []
+    original = pu_task.pretrain_loop
+
+    def spy(**kwargs):
+        seen.append(kwargs["label_aware"])
+        return original(**kwargs)
+
+    monkeypatch.setattr(pu_task, "pretrain_loop", spy)
+    _, summary = _train(tmp_path, "dcl")
+    assert seen == [False] and summary["labels_used"] is False
+
+
+def test_end_to_end_baseline_and_estimated_prior(tmp_path: Path) -> None:
+    _, summary = _train(tmp_path, "infonce", ["method=end_to_end", "classifier.risk=upu", "prior.mode=estimate",
+                                              "prior.estimator_steps=20"])
+    m = summary["metrics"]
+    assert summary["pu_contrastive_pretraining"] is False and summary["labels_used"] is False
+    assert "prior/estimated" in m and m["prior/abs_error"] == pytest.approx(abs(m["prior/estimated"] - 72 / 168))
+    assert summary["pu_prior_estimate"]["method"] == "elkan_noto_e1"
+
+
+@pytest.mark.parametrize("phase", ["pretrain", "classifier"])
+def test_resume_reproduces_the_uninterrupted_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, phase: str) -> None:
+    extra = ["classifier.fine_tune=true"]
+    _, full = _train(tmp_path / "a", "punce", extra)
+    plugin = _plugin()
+    config = _config("punce", extra)
+    run = Run.create(plugin, config, tmp_path / "b")
+    calls = {"n": 0}
+
+    def interrupt_on_fourth_call(fn):
+        def wrapped(*args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == 4:  # pre-training step 4 / global step 8; the last checkpoint is at step 3 / 6
+                raise KeyboardInterrupt
+            return fn(*args, **kwargs)
+
+        return wrapped
+
+    if phase == "classifier":
+        monkeypatch.setattr(pu_task, "classifier_step", interrupt_on_fourth_call(pu_task.classifier_step))
+    else:
+        make_loss = pu_task.cl.make_loss
+
+        def make_flaky_loss(*args, **kwargs):
+            loss = make_loss(*args, **kwargs)
+            loss.forward = interrupt_on_fourth_call(loss.forward)
+            return loss
+
+        monkeypatch.setattr(pu_task.cl, "make_loss", make_flaky_loss)
+    with pytest.raises(KeyboardInterrupt):
+        plugin.train(config, run)
+    run.mark("interrupted")
+    monkeypatch.undo()
+    resumed = Run.open(run.dir)
+    assert resumed.latest_checkpoint_step() == (3 if phase == "pretrain" else 6)
+    summary = resumed.finish(plugin.train(resumed.config, resumed))
+    for key in ("test/accuracy", "test/auc", "test/f1"):
+        assert summary["metrics"][key] == pytest.approx(full["metrics"][key], abs=1e-6)
+
+
+def test_cli_train_writes_summary(tmp_path: Path) -> None:
+    args = ["train", "--plugin", "pu", "--loss", "supcon", "--preset", "smoke", "--device", "cpu",
+            "--logdir", str(tmp_path)]
+    for item in TINY:
+        args += ["--set", item]
+    code, out = run_cli(args)
+    assert code == 0, out
+    summary = json.loads(next(tmp_path.glob("pu/supcon/*/summary.json")).read_text())
+    assert summary["labels_used"] is True
+    assert torch.isfinite(torch.tensor(summary["metrics"]["test/accuracy"]))
