@@ -3,7 +3,7 @@ export MUJOCO_GL ?= egl
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast lint format bench clean
+.PHONY: setup demo test test-fast lint format bench clean configs
 
 setup:  ## create .venv, install pinned dependencies, fetch Fashion-MNIST
 	@bash scripts/setup.sh
@@ -12,17 +12,17 @@ demo: setup  ## the headline job: CURL pixel SAC with the PUCL loss, CPU smoke p
 	$(BIN)/platform train --plugin curl --loss pucl --preset smoke
 
 test: setup  ## the full test suite (what CI runs) plus lint
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/python -m pytest -q
-	$(BIN)/ruff check src tests benchmarks examples
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q
+	$(BIN)/ruff check src tests benchmarks examples scripts
 
 test-fast: setup  ## the suite without tests marked slow
 	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples scripts
 
 format: setup
-	$(BIN)/ruff format src tests benchmarks examples
+	$(BIN)/ruff format src tests benchmarks examples scripts
 
 bench: setup  ## print the speed ratios (see docs/results.md)
 	$(BIN)/python benchmarks/losses.py
@@ -32,3 +32,6 @@ bench: setup  ## print the speed ratios (see docs/results.md)
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache
+
+configs: setup  ## regenerate configs/<plugin>/<preset>.yaml from the code
+	$(BIN)/python scripts/export_configs.py

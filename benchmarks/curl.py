@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import time
 
@@ -29,6 +28,7 @@ from stable_baselines3.common.buffers import ReplayBuffer
 
 from contrastlab.envs import DMCPixelEnv, curl_action_repeat
 from contrastlab.platform.config import resolve_config
+from contrastlab.platform.sysinfo import hardware_info
 from contrastlab.plugins.curl.buffer import FrameStackReplayBuffer
 from contrastlab.plugins.curl.policy import CurlFeatures
 from contrastlab.plugins.curl.task import CurlTask, make_agent, make_env
@@ -125,15 +125,8 @@ def bench_memory(episodes: int = 4) -> tuple[float, float, float]:
 
 
 def cpu_name() -> str:
-    """The CPU model name (Linux), else ``platform.processor()``."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+    """The CPU model name, as recorded in every run's summary.json."""
+    return str(hardware_info()["cpu"])
 
 
 def main() -> None:
