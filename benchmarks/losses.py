@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/losses.py                    # B = 512 (A = 1024, N = 1022), d = 128; CPU and CUDA if present
-    python benchmarks/losses.py --device cpu --threads 2 --repeats 20
+    python benchmarks/losses.py --device cpu --threads 1 2 --repeats 20
     python benchmarks/losses.py --quick            # B = 128, fewer repeats (smoke)
 
 What is measured (forward + backward, from the two ``[B, d]`` embedding batches with ``requires_grad``):
@@ -11,14 +11,15 @@ What is measured (forward + backward, from the two ``[B, d]`` embedding batches 
 * **pipeline**: ``two_view`` sampler + loss (what a training step pays for the contrastive part);
 * **loss only**: the loss on a precomputed ``ContrastiveBatch`` (logits as leaves with ``requires_grad``).
 
-Time is the best of ``--repeats`` runs after warm-up (the minimum is robust to other load on a shared
-machine). Peak memory is the peak of bytes allocated during
-forward + backward above the level before it: on CUDA ``torch.cuda.max_memory_allocated``; on CPU the
-running sum of the allocation/free events recorded by ``torch.profiler`` (``profile_memory=True``), which
-includes transient tensors (e.g. the ``[A, N, N]`` comparison tensor of the BCL reference code): the events are
-replayed in time order, each adding its own (self) allocations minus frees, and the running maximum is taken.
-(Our BCL's eCDF on CPU sorts in numpy, in row blocks whose temporaries, ≈ 2 MiB per thread, the profiler does
-not see.)
+Timing: every function is run round-robin (one call of each per round, ``--repeats`` rounds after warm-up), so
+all of them see the same background load on a shared machine; the tables give the minimum and the median over
+the rounds and the ratios of both. CPU timings are taken for every ``--threads`` value (default: 1 and torch's
+default count). Peak memory is the peak of bytes allocated during forward + backward above the level before
+it: on CUDA ``torch.cuda.max_memory_allocated``; on CPU the running sum of the allocation/free events recorded
+by ``torch.profiler`` (``profile_memory=True``), which includes transient tensors (e.g. the ``[A, N, N]``
+comparison tensor of the BCL reference code): the events are replayed in time order, each adding its own (self)
+allocations minus frees, and the running maximum is taken. (Our BCL's eCDF on CPU sorts in numpy, in row
+blocks whose reused buffers, ≈ 1.3 MiB per thread, the profiler does not see.)
 
 The "naive" implementations are written the way the papers' reference code computes (DCL: chingyaoc/DCL,
 HCL: joshr17/HCL, BCL: liubin06/BCL; exp of the similarities, masked_select of the negatives, then log; BCL's
@@ -32,6 +33,7 @@ import contextlib
 import math
 import os
 import platform
+import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -107,24 +109,24 @@ def _sync(device: torch.device) -> None:
 
 
 def time_interleaved(fns: dict[str, Callable[[], torch.Tensor]], device: torch.device, repeats: int,
-                     warmup: int = 2) -> dict[str, float]:
-    """Best (minimum) seconds of ``fn().backward()`` for every ``fn``, measured round-robin.
+                     warmup: int = 2) -> dict[str, list[float]]:
+    """Seconds of ``fn().backward()`` for every ``fn`` in each of ``repeats`` round-robin rounds.
 
-    Interleaving the functions within each round and keeping each one's best round makes the *ratios* robust to
-    other load on a shared machine (every function sees the same background).
+    Interleaving the functions within each round makes the *ratios* robust to other load on a shared machine
+    (every function sees the same background); report the minimum and the median of the rounds.
     """
     for fn in fns.values():
         for _ in range(warmup):
             fn().backward()
-    best = dict.fromkeys(fns, math.inf)
+    samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
             _sync(device)
             start = time.perf_counter()
             fn().backward()
             _sync(device)
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
+            samples[name].append(time.perf_counter() - start)
+    return samples
 
 
 @contextlib.contextmanager
@@ -173,8 +175,13 @@ def make_inputs(B: int, d: int, device: torch.device, seed: int = 0) -> tuple[to
     return z1, z2, labels
 
 
-def bench_device(device: torch.device, B: int, d: int, repeats: int) -> None:
-    """Print the tables for one device."""
+TARGETS = {"debiased": 1.5, "bcl_time": 2.0, "bcl_memory": 2.0, "vs_naive": 1.0}
+"""The issue's targets: debiased losses ≤ 1.5× InfoNCE time, BCL ≤ 2× time and memory, ours ≤ naive."""
+DEBIASED = ["dcl", "hcl", "bcl", "pucl", "debiased_pos", "punce"]
+
+
+def bench_device(device: torch.device, B: int, d: int, repeats: int, threads: list[int]) -> None:
+    """Print the tables for one device (CPU: timings for every thread count in ``threads``)."""
     z1, z2, labels = make_inputs(B, d, device)
     sampler = cl.make_sampler("two_view", temperature=T)
     with torch.no_grad():
@@ -182,7 +189,7 @@ def bench_device(device: torch.device, B: int, d: int, repeats: int) -> None:
     pos_leaf = fixed.pos_logits.clone().requires_grad_(True)
     neg_leaf = fixed.neg_logits.clone().requires_grad_(True)
     A, N = fixed.num_anchors, fixed.neg_logits.shape[1]
-    print(f"\n### {device.type.upper()}: B = {B} (A = {A}, N = {N}), d = {d}, temperature {T}\n")
+    print(f"\n### {device.type.upper()}: B = {B} (A = {A}, N = {N}), d = {d}, temperature {T}")
 
     fns: dict[str, Callable[[], torch.Tensor]] = {}
     for name in LOSSES:
@@ -195,35 +202,73 @@ def bench_device(device: torch.device, B: int, d: int, repeats: int) -> None:
     for name, naive in NAIVE.items():
         fns[f"naive/{name}"] = lambda naive=naive: naive(z1, z2)
     slow = {k: fns.pop(k) for k in list(fns) if k == "naive/bcl"}
-    times = time_interleaved(fns, device, repeats)
-    times.update(time_interleaved(slow, device, max(1, min(repeats, 3)), warmup=1))
     peaks = {k: peak_bytes(fn, device) for k, fn in {**fns, **slow}.items()}
+    diffs = {}
+    with torch.no_grad():
+        for name, naive in NAIVE.items():
+            diffs[name] = abs(float(fns[f"pipe/{name}"]()) - float(naive(z1, z2)))
 
-    def row(kind: str, name: str) -> tuple[float, float]:
-        return times[f"{kind}/{name}"], peaks[f"{kind}/{name}"]
-
-    print("| loss | pipeline time (ms) | × infonce | pipeline peak (MiB) | × infonce "
-          "| loss-only time (ms) | × infonce | loss-only peak (MiB) | × infonce |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    tp0, mp0 = row("pipe", "infonce")
-    tl0, ml0 = row("loss", "infonce")
+    print("\nPeak memory above the level before the call (forward + backward):\n")
+    print("| loss | pipeline peak (MiB) | × infonce | loss-only peak (MiB) | × infonce |")
+    print("|---|---|---|---|---|")
+    mp0, ml0 = peaks["pipe/infonce"], peaks["loss/infonce"]
     for name in LOSSES:
-        (tp, mp), (tl, ml) = row("pipe", name), row("loss", name)
-        print(f"| {name} | {tp * 1e3:.2f} | {tp / tp0:.2f} | {mp / 2**20:.1f} | {mp / mp0:.2f} "
-              f"| {tl * 1e3:.2f} | {tl / tl0:.2f} | {ml / 2**20:.1f} | {ml / ml0:.2f} |")
+        mp, ml = peaks[f"pipe/{name}"], peaks[f"loss/{name}"]
+        print(f"| {name} | {mp / 2**20:.1f} | {mp / mp0:.2f} | {ml / 2**20:.1f} | {ml / ml0:.2f} |")
 
-    print("\nOurs (two_view + loss) vs. paper-style exp-then-log code, forward + backward from the embeddings:\n")
-    print("| loss | ours (ms) | naive (ms) | ours / naive time | ours peak (MiB) | naive peak (MiB) "
-          "| ours / naive memory | value diff |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, naive in NAIVE.items():
-        with torch.no_grad():
-            diff = abs(float(fns[f"pipe/{name}"]()) - float(naive(z1, z2)))
-        (to, mo), (tn, mn) = row("pipe", name), row("naive", name)
-        print(f"| {name} | {to * 1e3:.2f} | {tn * 1e3:.2f} | {to / tn:.2f} | {mo / 2**20:.1f} | {mn / 2**20:.1f} "
-              f"| {mo / mn:.2f} | {diff:.1e} |")
+    verdicts: list[str] = []
+    for n_threads in threads if device.type == "cpu" else [torch.get_num_threads()]:
+        if device.type == "cpu":
+            torch.set_num_threads(n_threads)
+        samples = time_interleaved(fns, device, repeats)
+        samples.update(time_interleaved(slow, device, max(1, min(repeats, 3)), warmup=1))
+        best = {k: min(v) for k, v in samples.items()}
+        med = {k: statistics.median(v) for k, v in samples.items()}
+        where = f"{n_threads} CPU thread{'s' if n_threads > 1 else ''}" if device.type == "cpu" else "CUDA"
+        print(f"\n#### Time, {where} (min and median of {repeats} round-robin rounds; ratios to infonce)\n")
+        print("| loss | pipeline min (ms) | median (ms) | × infonce (min) | × infonce (median) "
+              "| loss-only min (ms) | median (ms) | × infonce (min) | × infonce (median) |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for name in LOSSES:
+            p, lo = f"pipe/{name}", f"loss/{name}"
+            print(f"| {name} | {best[p] * 1e3:.2f} | {med[p] * 1e3:.2f} | {best[p] / best['pipe/infonce']:.2f} "
+                  f"| {med[p] / med['pipe/infonce']:.2f} | {best[lo] * 1e3:.2f} | {med[lo] * 1e3:.2f} "
+                  f"| {best[lo] / best['loss/infonce']:.2f} | {med[lo] / med['loss/infonce']:.2f} |")
 
-    print("\nBCL scaling in N (loss only, per anchor; ours is O(N log N) time and O(N) memory per anchor):\n")
+        print(f"\nOurs (two_view + loss) vs. paper-style exp-then-log code, {where}, forward + backward from the "
+              "embeddings:\n")
+        print("| loss | ours min (ms) | naive min (ms) | ours / naive (min) | ours / naive (median) "
+              "| ours peak (MiB) | naive peak (MiB) | ours / naive memory | value diff |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for name in NAIVE:
+            o, n = f"pipe/{name}", f"naive/{name}"
+            mo, mn = peaks[o], peaks[n]
+            print(f"| {name} | {best[o] * 1e3:.2f} | {best[n] * 1e3:.2f} | {best[o] / best[n]:.2f} "
+                  f"| {med[o] / med[n]:.2f} | {mo / 2**20:.1f} | {mn / 2**20:.1f} | {mo / mn:.2f} "
+                  f"| {diffs[name]:.1e} |")
+
+        lines = [(f"{name} pipeline ≤ {TARGETS['debiased']}× infonce", f"pipe/{name}", "pipe/infonce",
+                  TARGETS["debiased"]) for name in DEBIASED if name != "bcl"]
+        lines.append((f"bcl pipeline ≤ {TARGETS['bcl_time']}× infonce", "pipe/bcl", "pipe/infonce",
+                      TARGETS["bcl_time"]))
+        lines += [(f"{name} ours ≤ naive", f"pipe/{name}", f"naive/{name}", TARGETS["vs_naive"]) for name in NAIVE]
+        for text, a, b, limit in lines:
+            r_min, r_med = best[a] / best[b], med[a] / med[b]
+            ok = "met" if max(r_min, r_med) <= limit else ("met on min only" if r_min <= limit else "NOT met")
+            verdicts.append(f"| {where} | {text} | {r_min:.2f} | {r_med:.2f} | {ok} |")
+
+    r_mem = peaks["pipe/bcl"] / peaks["pipe/infonce"]
+    verdicts.append(f"| any | bcl pipeline peak ≤ {TARGETS['bcl_memory']}× infonce | {r_mem:.2f} | {r_mem:.2f} "
+                    f"| {'met' if r_mem <= TARGETS['bcl_memory'] else 'NOT met'} |")
+    print("\n#### Targets (ratios: min-based / median-based)\n")
+    print("| threads | target | ratio (min) | ratio (median) | verdict |")
+    print("|---|---|---|---|---|")
+    print("\n".join(verdicts))
+
+    if device.type == "cpu":
+        torch.set_num_threads(threads[0])
+    print(f"\nBCL scaling in N (loss only, per anchor, {torch.get_num_threads()} thread(s); ours is O(N log N) time "
+          "and O(N) memory per anchor):\n")
     print("| B | N | ours time / anchor (µs) | ours peak / anchor (KiB) | naive peak / anchor (KiB) |")
     print("|---|---|---|---|---|")
     for b_size in (64, 128, 256, 512, 1024):
@@ -241,7 +286,7 @@ def bench_device(device: torch.device, B: int, d: int, repeats: int) -> None:
         def naive_only(y1=y1, y2=y2):
             return naive_bcl(y1, y2)
 
-        t_ours = time_interleaved({"bcl": ours_bcl}, device, repeats)["bcl"]
+        t_ours = min(time_interleaved({"bcl": ours_bcl}, device, repeats)["bcl"])
         a = 2 * b_size
         print(f"| {b_size} | {2 * b_size - 2} | {t_ours / a * 1e6:.2f} | {peak_bytes(ours_bcl, device) / a / 1024:.1f} "
               f"| {peak_bytes(naive_only, device) / a / 1024:.1f} |")
@@ -254,23 +299,26 @@ def main() -> None:
                         help="auto: CPU, plus CUDA when available")
     parser.add_argument("--batch", type=int, default=512, help="B (A = 2B anchors, N = 2B − 2)")
     parser.add_argument("--dim", type=int, default=128, help="embedding size d")
-    parser.add_argument("--repeats", type=int, default=10, help="timed repetitions (best reported)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--repeats", type=int, default=12, help="timed round-robin rounds (min and median reported)")
+    parser.add_argument("--threads", type=int, nargs="+", default=None,
+                        help="CPU thread counts to time (default: 1 and torch's default count)")
     parser.add_argument("--quick", action="store_true", help="B = 128 and 3 repeats")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    default_threads = torch.get_num_threads()
+    threads = args.threads or sorted({1, default_threads})
     if args.quick:
         args.batch, args.repeats = 128, 3
     print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
-          f"{torch.get_num_threads()} CPU threads, CUDA: {torch.cuda.is_available()}")
+          f"default {default_threads} CPU threads (timed with {threads}), CUDA: {torch.cuda.is_available()}")
+    print(f"command: {' '.join([os.path.basename(sys.executable), *sys.argv])}")
     devices = []
     if args.device in ("auto", "cpu"):
         devices.append(torch.device("cpu"))
     if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()):
         devices.append(torch.device("cuda"))
     for device in devices:
-        bench_device(device, args.batch, args.dim, args.repeats)
+        torch.set_num_threads(default_threads)
+        bench_device(device, args.batch, args.dim, args.repeats, threads)
 
 
 if __name__ == "__main__":

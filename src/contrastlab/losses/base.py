@@ -28,6 +28,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from contrastlab.losses.batch import ContrastiveBatch
 from contrastlab.platform.errors import ConfigError, IncompatibleError, UnknownNameError
@@ -109,13 +110,42 @@ def prepare_batch(batch: Any, owner: str) -> ContrastiveBatch:
 
 
 # ------------------------------------------------------------------------------------------ log-space helpers
-def masked_lse(x: Tensor, mask: Tensor | None) -> Tensor:
-    """``log Σ_{j: mask} e^{x_j}`` per row → ``[A]``; ``≈ NEG`` (finite) for rows without a valid column."""
+class _RowLSE(torch.autograd.Function):
+    """Row ``logsumexp`` of ``x + shift`` (``shift``: constant ``[A, N]`` or ``None``), fused.
+
+    Forward: one row max, one ``exp`` into a single buffer (``shift``'s own buffer when given), one sum; that
+    buffer (the unnormalised softmax) is saved, so backward is one multiply (``torch.logsumexp`` recomputes
+    the ``exp`` in backward). Not twice differentiable (raises under ``create_graph``).
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor, shift: Tensor | None) -> Tensor:
+        p = x if shift is None else shift.add_(x)  # the caller hands over ``shift``'s buffer
+        m = p.amax(dim=1, keepdim=True)  # [A, 1]
+        m.masked_fill_(m.abs() == math.inf, 0.0)  # ±inf logits: same result as torch.logsumexp
+        p = torch.sub(p, m) if shift is None else p.sub_(m)
+        s = p.exp_().sum(dim=1, keepdim=True)  # [A, 1], ≥ 1 for finite rows
+        ctx.save_for_backward(p, s)
+        return (m + torch.log(s)).squeeze(1)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
+        p, s = ctx.saved_tensors
+        return p * (grad[:, None] / s), None  # softmax(x + shift) · grad
+
+
+def masked_lse(x: Tensor, mask: Tensor | None, shift: Tensor | None = None) -> Tensor:
+    """``log Σ_{j: mask} e^{x_j + shift_j}`` per row → ``[A]``; ``≈ NEG`` (finite) for rows without a valid column.
+
+    ``shift`` (optional, ``[A, N]``, no gradient, e.g. BCL's ``log ω``) is overwritten. Every row is shifted by
+    its own max, so logits of any magnitude are safe; no exponential of a raw logit is taken.
+    """
     if x.shape[1] == 0:
         return x.new_full((x.shape[0],), NEG)
     if mask is not None:
         x = x.masked_fill(~mask, NEG)
-    return torch.logsumexp(x, dim=1)
+    return _RowLSE.apply(x, None if shift is None else shift.detach())
 
 
 def neg_count(batch: ContrastiveBatch) -> Tensor:

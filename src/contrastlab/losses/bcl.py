@@ -23,7 +23,7 @@ continuous limit).
 
 from __future__ import annotations
 
-import sys
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -31,70 +31,195 @@ import torch
 from torch import Tensor
 
 from contrastlab.losses.base import (
+    NEG,
     ContrastiveLoss,
     half_to_one,
+    masked_lse,
     nll_from_mass,
     prepare_batch,
     reduce_anchors,
     unit_interval_open,
 )
 from contrastlab.losses.batch import ContrastiveBatch
-from contrastlab.losses.kernels import weighted_lse
 from contrastlab.platform.registry import HParam
 
+_IDX_BITS_MAX = 12
+"""Widest column index packed into the low bits of an int32 sort key (``N ≤ 4096``); wider rows use int64 keys."""
+_BLOCK = 1 << 17
+"""Elements per row block of the CPU eCDF (≈ 2.3 MiB of reused buffers per thread, cache-resident)."""
 
-def _counts_le_chunk(src: np.ndarray, dst: Tensor) -> None:
-    """``dst[i, j] = #{k : src[i, k] ≤ src[i, j]}`` for a float32 block (see :func:`_counts_le_numpy`)."""
-    R, N = src.shape
-    bits = (src + np.float32(0.0)).view(np.int32)  # + 0.0 maps -0.0 to +0.0: equal values get equal keys
-    key = ~(bits ^ ((bits >> 31) & 0x7FFFFFFF))  # order-preserving int32, negated: ascending = descending value
+
+def _float_keys(src: np.ndarray) -> np.ndarray:
+    """Order-preserving int32 keys of float32 values: ``x < y ⇔ key(x) < key(y)``, ``key(−0.0) = key(+0.0)``."""
+    bits = (src + np.float32(0.0)).view(np.int32)  # + 0.0 maps −0.0 to +0.0: equal values get equal keys
+    return bits ^ ((bits >> 31) & np.int32(0x7FFFFFFF))  # sign-magnitude → two's complement
+
+
+def _counts_le_exact64(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted column ids and ``≤``-counts of one block from one sort of int64 ``(key << 32) | column`` per row."""
+    R, N = key.shape
     packed = key.astype(np.int64)
     packed <<= 32
     packed |= np.arange(N, dtype=np.int64)[None, :]
     packed.sort(axis=1)
-    halves = packed.view(np.int32)  # [R, 2N]: (low, high) int32 halves of each packed key
-    lo, hi = (halves[:, 0::2], halves[:, 1::2]) if sys.byteorder == "little" else (halves[:, 1::2], halves[:, 0::2])
-    ties = hi[:, 1:] == hi[:, :-1]
-    if ties.any():  # start of each run of equal values = number of strictly larger values
-        start = np.zeros((R, N), dtype=np.int32)
-        np.copyto(start[:, 1:], np.arange(1, N, dtype=np.int32)[None, :], where=~ties)
-        np.maximum.accumulate(start, axis=1, out=start)
-        counts = torch.from_numpy((N - start).astype(np.float32))
-    else:  # no ties: the sorted position is the number of strictly larger values
-        counts = torch.arange(N, 0, -1, dtype=torch.float32).expand(R, N)
-    dst.scatter_(1, torch.from_numpy(lo).long(), counts)
+    col = (packed & np.int64(0xFFFFFFFF)).astype(np.intp)
+    hi = packed >> 32
+    counts = _run_ends(hi[:, 1:] != hi[:, :-1], R, N)
+    return col, counts
 
 
-def _counts_le_numpy(x: Tensor) -> Tensor:
-    """``[A, N]`` ``#{k : x_k ≤ x_j}`` per row for a float32 CPU tensor, via SIMD sorts of packed int64 keys.
+def _run_ends(boundary: np.ndarray, R: int, N: int) -> np.ndarray:
+    """``[R, N]`` int32 one-past-the-end of each position's run of equal sorted keys (= its ``≤``-count).
 
-    Each value becomes an order-preserving int32 key (sign-magnitude → two's complement), negated with ``~`` so
-    that an ascending sort is descending in value, and packed with its column index into an int64. After the
-    sort, the start of each run of equal keys is the number of strictly larger values, so
-    ``count(≤) = N − start``; the counts are scattered back through the packed indices. Exact, ties included.
-    Rows are processed in blocks (bounded temporary memory) on up to ``torch.get_num_threads()`` threads.
+    ``boundary[:, p]`` (``[R, N−1]``) is True where sorted positions ``p`` and ``p + 1`` hold different keys.
+    """
+    ends = np.empty((R, N), dtype=np.int32)
+    ends[:, :-1] = np.where(boundary, np.arange(1, N, dtype=np.int32)[None, :], N)
+    ends[:, -1] = N
+    return np.ascontiguousarray(np.minimum.accumulate(ends[:, ::-1], axis=1)[:, ::-1])  # reverse cummin
+
+
+class _Workspace:
+    """One thread's reusable buffers for blocks of up to ``R`` rows (fresh large temporaries cost page faults)."""
+
+    def __init__(self, R: int, N: int) -> None:
+        self.keys = np.empty((R, N), dtype=np.int32)
+        self.tmp = np.empty((R, N), dtype=np.int32)
+        self.col = np.empty((R, N), dtype=np.int64)  # int64: torch's scatter index dtype
+        self.same = np.zeros((R, N), dtype=bool)  # the last column is never written: stays False
+        self.member = np.zeros(R * N, dtype=bool)  # kept all-False between blocks
+        self.cols = np.arange(N, dtype=np.int32)
+
+
+def _counts_le_chunk(src: np.ndarray, ws: _Workspace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """``≤``-counts of a float32 block ``[R, N]`` from one int32 sort per row (``N ≤ 2**_IDX_BITS_MAX``).
+
+    Each value's order-preserving int32 key keeps its top ``32 − b`` bits and gets its column id in the low
+    ``b = ⌈log2 N⌉`` bits; one SIMD sort per row then orders the values by that prefix. A value whose prefix is
+    unique in its row has ``≤``-count = its sorted position + 1. The few values whose prefix is shared (equal
+    values, or values within ``2^b`` key units) are re-ranked exactly within their group by one small sort on
+    ``(group, full key)``. Returns ``(col, fix_rows, fix_cols, fix_counts)``: sorted position ``p`` of row ``r``
+    holds column ``col[r, p]`` (a view of ``ws``), whose count is ``p + 1`` unless ``(r, col[r, p])`` is in the
+    fix-ups. Returns ``None`` when too many prefixes collide (heavy ties): the caller then uses the int64 sort.
+    """
+    R, N = src.shape
+    b = max(1, (N - 1).bit_length())
+    low = np.int32((1 << b) - 1)
+    k, tmp, col, same = ws.keys[:R], ws.tmp[:R], ws.col[:R], ws.same[:R]
+    np.add(src, np.float32(0.0), out=k.view(np.float32))  # + 0.0 maps −0.0 to +0.0
+    np.right_shift(k, 31, out=tmp)
+    np.bitwise_and(tmp, np.int32(0x7FFFFFFF), out=tmp)
+    np.bitwise_xor(k, tmp, out=k)  # order-preserving int32 key (sign-magnitude → two's complement)
+    np.bitwise_and(k, ~low, out=k)
+    np.bitwise_or(k, ws.cols, out=k)  # (value prefix, column)
+    k.sort(axis=1)
+    np.bitwise_and(k, low, out=col)  # [R, N] column at each sorted position
+    np.right_shift(k, b, out=k)  # value prefix at each sorted position
+    np.equal(k[:, 1:], k[:, :-1], out=same[:, :-1])  # sorted positions p and p + 1 share a prefix
+    flat = same.reshape(-1)
+    pair = np.flatnonzero(flat)
+    if len(pair) == 0:
+        return col, pair, pair, pair
+    if len(pair) > (R * N) // 8:
+        return None
+    m = ws.member[: R * N]
+    m[pair] = True
+    m[pair + 1] = True
+    q = np.flatnonzero(m)  # flat sorted positions in shared-prefix groups; each group is a consecutive run
+    m[q] = False
+    L = len(q)
+    starts = ~flat[q - 1]  # q = 0 reads the block's last entry, which is False
+    gs = np.maximum.accumulate(np.where(starts, np.arange(L), 0))  # list index of each member's group start
+    rr = q // N
+    pp = q - rr * N
+    cc = col.reshape(-1)[q]
+    kk = _float_keys(src[rr, cc]).astype(np.int64)
+    order = np.argsort((gs.astype(np.int64) << 32) | (kk + (1 << 31)))  # by (group, full value)
+    sg, sk = gs[order], kk[order]
+    last = np.ones(L, dtype=bool)  # last member of a run of equal (group, value)
+    last[:-1] = (sg[1:] != sg[:-1]) | (sk[1:] != sk[:-1])
+    run_end = np.minimum.accumulate(np.where(last, np.arange(L), L)[::-1])[::-1]
+    counts = pp[sg] + (run_end - sg) + 1  # group's first position + rank within the group
+    return col, rr[order], cc[order], counts
+
+
+def _counts_le_block(src: np.ndarray, dst: Tensor, table: np.ndarray | None, ws: _Workspace) -> None:
+    """Write the ``≤``-counts (or ``table[count]``) of the float32 block ``src`` into ``dst`` (same shape)."""
+    R, N = src.shape
+    res = _counts_le_chunk(src, ws) if N <= 1 << _IDX_BITS_MAX else None
+    if res is None:  # wide rows or heavy ties: exact int64 keys
+        col, counts = _counts_le_exact64(_float_keys(src))
+        vals = counts.astype(np.float32) if table is None else table[counts]
+        dst.scatter_(1, torch.from_numpy(col).long(), torch.from_numpy(vals))
+        return
+    col, fr, fc, fcnt = res
+    base = torch.arange(1, N + 1, dtype=dst.dtype) if table is None else torch.from_numpy(table[1:])
+    dst.scatter_(1, torch.from_numpy(col), base.expand(R, N))
+    if len(fr):
+        dst.numpy()[fr, fc] = fcnt if table is None else table[fcnt]
+
+
+def _counts_le_numpy(x: Tensor, table: Tensor | None = None) -> Tensor:
+    """``[A, N]`` ``#{k : x_k ≤ x_j}`` per row (or ``table[count]``) for a float32 CPU tensor; exact, ties included.
+
+    One SIMD sort (numpy) per row of int32 keys (see :func:`_counts_le_chunk`), int64 keys for very wide rows
+    or heavily tied blocks. Rows are processed in cache-sized blocks with reused buffers, split over up to
+    ``torch.get_num_threads()`` threads (numpy's sort releases the GIL).
     """
     A, N = x.shape
     out = torch.empty(A, N, dtype=torch.float32)
     src = x.contiguous().numpy()
-    rows = max(1, (1 << 16) // max(N, 1))
+    tab = None if table is None else table.float().numpy()
+    rows = max(1, _BLOCK // max(N, 1))
     blocks = [(r, min(A, r + rows)) for r in range(0, A, rows)]
     workers = min(len(blocks), torch.get_num_threads())
+
+    def work(part: list[tuple[int, int]]) -> None:
+        ws = _Workspace(rows, N)
+        for r0, r1 in part:
+            _counts_le_block(src[r0:r1], out[r0:r1], tab, ws)
+
     if workers > 1:
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(lambda b: _counts_le_chunk(src[b[0]:b[1]], out[b[0]:b[1]]), blocks))
+        step = -(-len(blocks) // workers)
+        parts = [blocks[i:i + step] for i in range(0, len(blocks), step)]
+        futures = [_pool(len(parts) - 1).submit(work, part) for part in parts[1:]]
+        work(parts[0])  # the calling thread takes the first share
+        for f in futures:
+            f.result()
     else:
-        for r0, r1 in blocks:
-            _counts_le_chunk(src[r0:r1], out[r0:r1])
+        work(blocks)
     return out
+
+
+_POOL: dict[tuple[int, int], ThreadPoolExecutor] = {}
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """A persistent pool of ``workers`` helper threads (no thread start-up per call; a new one after ``fork``)."""
+    key = (os.getpid(), workers)
+    if key not in _POOL:
+        _POOL[key] = ThreadPoolExecutor(workers, thread_name_prefix="contrastlab-ecdf")
+    return _POOL[key]
+
+
+def _counts_le(x: Tensor, table: Tensor | None = None) -> Tensor:
+    """``[A, N]`` ``#{k : x_k ≤ x_j}`` per row (or ``table[count]``, ``table``: ``[N + 1]``); exact, no gradient.
+
+    CPU float32: :func:`_counts_le_numpy`; elsewhere one ``torch.sort`` + ``searchsorted(right=True)`` per row.
+    """
+    if x.device.type == "cpu" and x.dtype == torch.float32 and x.shape[1] < 2**31:
+        return _counts_le_numpy(x, None if table is None else table.float())
+    srt = torch.sort(x, dim=1).values
+    counts = torch.searchsorted(srt, x.contiguous(), right=True)
+    return counts.to(x.dtype) if table is None else table[counts]
 
 
 @torch.no_grad()
 def ecdf(neg_logits: Tensor, mask: Tensor | None) -> Tensor:
     """``[A, N]`` per-row empirical CDF ``Φ̂_j = #{valid k : ℓ_k ≤ ℓ_j} / N_valid`` (eq. 18; ties count).
 
-    One sort per row: on CPU float32 a packed-key SIMD sort (numpy), elsewhere ``torch.sort`` +
-    ``searchsorted``; both exact. Masked columns are sorted last (``+inf``) and their own values are unused.
+    One sort per row (see :func:`_counts_le`); exact. Masked columns are sorted last (``+inf``) and their
+    own values are unused.
     """
     x = neg_logits.detach()
     if mask is not None:
@@ -104,12 +229,7 @@ def ecdf(neg_logits: Tensor, mask: Tensor | None) -> Tensor:
         n = x.new_full((x.shape[0], 1), float(max(x.shape[1], 1)))
     if x.numel() == 0:
         return torch.zeros_like(x)
-    if x.device.type == "cpu" and x.dtype == torch.float32 and x.shape[1] < 2**31:
-        counts = _counts_le_numpy(x)
-    else:
-        srt = torch.sort(x, dim=1).values
-        counts = torch.searchsorted(srt, x.contiguous(), right=True).to(x.dtype)
-    return counts.div_(n).clamp_(max=1.0)
+    return _counts_le(x).div_(n).clamp_(max=1.0)
 
 
 @torch.no_grad()
@@ -136,14 +256,37 @@ def bcl_weights(phi_un: Tensor, tau_plus: float, alpha: float, beta: float, inpl
     return phi.div_(den).clamp_(min=0.0)
 
 
+@torch.no_grad()
+def log_bcl_weights(neg_logits: Tensor, mask: Tensor | None, tau_plus: float, alpha: float, beta: float) -> Tensor:
+    """``[A, N]`` ``log ω`` (eq. 20 with the eCDF of eq. 18), ``NEG`` where ``ω = 0`` or the column is masked.
+
+    Without a mask every row has the same ``N``, so ``ω`` takes one of ``N + 1`` values: they are computed once
+    (a table indexed by the ``≤``-count) and written straight through the sort's permutation. With a mask the
+    eCDF is divided by each row's own ``N`` and ``ω`` is evaluated elementwise. No gradient (``ω`` is piecewise
+    constant in the scores, spec §9.5).
+    """
+    x = neg_logits.detach()
+    N = x.shape[1]
+    if mask is None and x.numel():
+        phi_table = torch.arange(N + 1, dtype=x.dtype, device=x.device).div_(N)
+        table = bcl_weights(phi_table, tau_plus, alpha, beta, inplace=True).log_().clamp_(min=NEG)  # [N + 1]
+        return _counts_le(x, table)
+    w = bcl_weights(ecdf(x, mask), tau_plus, alpha, beta, inplace=True)
+    w = w.log_().clamp_(min=NEG)
+    return w if mask is None else w.masked_fill_(~mask, NEG)
+
+
 def bcl_terms(batch: ContrastiveBatch, tau_plus: float, alpha: float, beta: float) -> Tensor:
-    """``[A]`` per-anchor BCL (eq. 10) on a validated, compute-dtype batch."""
-    ln, mask = batch.neg_logits, batch.neg_mask
-    w = bcl_weights(ecdf(ln, mask), tau_plus, alpha, beta, inplace=True)  # [A, N], no gradient
-    if mask is not None:
-        w.masked_fill_(~mask, 0.0)
-    log_mass = weighted_lse(ln, w)  # log Σ_j ω_j e^{ℓ_j}
-    return nll_from_mass(log_mass, batch.pos_logits[:, 0])
+    """``[A]`` per-anchor BCL (eq. 10) on a validated, compute-dtype batch.
+
+    ``log Σ_j ω_j e^{ℓ_j} = logsumexp_j(ℓ_j + log ω_j)`` with ``log ω`` a constant (added in place into its own
+    buffer), so forward and backward cost one InfoNCE ``logsumexp`` plus one add, and the gradient is eq. 11
+    (``∂/∂ℓ_j = ω_j e^{ℓ_j} / Σ_k ω_k e^{ℓ_k}``).
+    """
+    ln = batch.neg_logits
+    log_w = log_bcl_weights(ln, batch.neg_mask, tau_plus, alpha, beta)  # [A, N], no gradient
+    log_mass = masked_lse(ln, None, shift=log_w)  # log Σ_j ω_j e^{ℓ_j}; masked columns carry log ω = NEG
+    return nll_from_mass(log_mass.clamp_min(NEG), batch.pos_logits[:, 0])
 
 
 def bcl(

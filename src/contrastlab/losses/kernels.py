@@ -3,7 +3,8 @@
 * :func:`weighted_lse`: ``log Σ_j w_j e^{ℓ_j}`` with constant weights ``w ≥ 0`` (BCL's ω, HCL's detached
   weights). Saves only the normalised terms ``p_j = w_j e^{ℓ_j} / Σ`` for backward (``∂/∂ℓ_j = p_j``).
 * :func:`tilted_log_ratio`: ``lse((1+β)ℓ) − lse(βℓ)`` over the valid columns (HCL's reweighted mass without
-  detaching its weights). ``∂/∂ℓ_j = (1+β) p1_j − β p0_j`` with ``p1 = softmax((1+β)ℓ)``, ``p0 = softmax(βℓ)``.
+  detaching its weights). ``∂/∂ℓ_j = (1+β) p1_j − β p0_j`` with ``p1 = softmax((1+β)ℓ)``, ``p0 = softmax(βℓ)``;
+  that combination is formed in forward and is the only ``[A, N]`` tensor saved.
 
 Both shift by the detached row max of the valid columns, so they accept logits of any magnitude, and give a
 finite value (≈ ``NEG``) with zero gradient for rows without any valid column (or with all-zero weights).
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from contrastlab.losses.base import NEG
 
@@ -36,6 +38,7 @@ class _WeightedLSE(torch.autograd.Function):
         return (m + torch.log(s.clamp_min(tiny))).squeeze(1).clamp_min(NEG)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
         (p,) = ctx.saved_tensors
         return p * grad[:, None], None
@@ -60,16 +63,16 @@ class _TiltedLogRatio(torch.autograd.Function):
         tiny = torch.finfo(x.dtype).tiny
         s0 = p0.sum(dim=1, keepdim=True).clamp_min(tiny)
         s1 = p1.sum(dim=1, keepdim=True).clamp_min(tiny)
-        ctx.save_for_backward(p0.div_(s0), p1.div_(s1))
-        ctx.beta = beta
-        return (m + torch.log(s1) - torch.log(s0)).squeeze(1).clamp_min(NEG)
+        out = (m + torch.log(s1) - torch.log(s0)).squeeze(1).clamp_min(NEG)
+        q = p1.mul_((1.0 + beta) / s1).sub_(p0.mul_(beta / s0))  # (1+β) p1 − β p0: the row's gradient, one buffer
+        ctx.save_for_backward(q)
+        return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:
-        p0, p1 = ctx.saved_tensors
-        beta = ctx.beta
-        g = grad[:, None]
-        return (p1 * ((1.0 + beta) * g)).sub_(p0 * (beta * g)), None, None
+        (q,) = ctx.saved_tensors
+        return q * grad[:, None], None, None
 
 
 def tilted_log_ratio(x: Tensor, valid: Tensor | None, beta: float) -> Tensor:
