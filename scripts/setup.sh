@@ -15,7 +15,6 @@ stamp="$VENV/.contrastlab-setup"
 want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "[setup] installing contrastlab (torch==2.13.0, mujoco==3.17.0 pinned by constraints.txt)"
-  "$VENV/bin/python" -m pip install --quiet --upgrade pip 2>/dev/null || true
   "$VENV/bin/python" -m pip install --quiet -c constraints.txt -e ".[dev]"
   echo "$want" > "$stamp"
 else
