@@ -77,3 +77,14 @@ def test_build_report_outputs(tmp_path):
     again = rp.build_report([tmp_path], tmp_path / "report2")
     assert len(rp.find_run_dirs([tmp_path])) == 7
     assert again["results.csv"].read_text().count("\n") == 8
+
+
+def test_curve_falls_back_from_a_once_logged_primary_metric() -> None:
+    from contrastlab.platform.report_plots import choose_tag
+
+    points = {"eval/linear_top1": 1, "eval/knn_top1": 5, "train/loss": 20}
+    assert choose_tag(points, "eval/linear_top1", points) == "eval/knn_top1"
+    points = {"eval/linear_top1": 1, "train/loss": 20}
+    assert choose_tag(points, "eval/linear_top1", points) == "train/loss"
+    points = {"eval/episode_return": 4, "train/loss": 20}
+    assert choose_tag(points, "eval/episode_return", points) == "eval/episode_return"

@@ -24,10 +24,21 @@ def _pyplot() -> Any:
     return plt
 
 
-def choose_tag(tags: Iterable[str], primary: str) -> str | None:
+def choose_tag(tags: Iterable[str], primary: str, points: dict[str, int] | None = None) -> str | None:
     """The curve to plot for ``primary``: the tag itself, else ``<group>/<primary>`` (``eval/`` first), else
-    the first ``eval/`` tag, else ``train/loss``, else the first tag."""
+    the first ``eval/`` tag, else ``train/loss``, else the first tag.
+
+    With ``points`` (logged points per tag), a primary metric logged fewer than 3 times (e.g. a final linear probe)
+    gives way to the ``eval/`` tag with the most points (e.g. a kNN monitor), then to ``train/loss``.
+    """
     tags = sorted(set(tags))
+    if points is not None and points.get(primary, 0) < 3:
+        curves = sorted((t for t in tags if t.startswith("eval/") and points.get(t, 0) >= 3),
+                        key=lambda t: (-points[t], t))
+        if curves:
+            return curves[0]
+        if points.get("train/loss", 0) >= 3:
+            return "train/loss"
     if primary in tags:
         return primary
     named = [t for t in tags if primary and t.split("/")[-1] == primary]
@@ -76,8 +87,12 @@ def plot_curves(groups: Sequence[Group], path: Path, tag: str | None = None) -> 
     for ax, row in zip(axes, rows, strict=False):
         mine = [g for g in groups if g.row == row]
         curves = {id(g): [load_curves(r.run_dir) for r in g.runs] for g in mine}
-        tags = {t for runs in curves.values() for c in runs for t in c}
-        use = tag or choose_tag(tags, mine[0].primary)
+        points: dict[str, int] = {}
+        for runs in curves.values():
+            for c in runs:
+                for t, pts in c.items():
+                    points[t] = max(points.get(t, 0), len(pts))
+        use = tag or choose_tag(points, mine[0].primary, points)
         drawn = 0
         for g in mine:
             steps, mean, std = mean_band([c.get(use, []) for c in curves[id(g)]]) if use else ([], [], [])
