@@ -27,7 +27,7 @@ from torch import Tensor
 
 from contrastlab.losses.base import ContrastiveLoss, prepare_batch, reduce_anchors
 from contrastlab.losses.batch import ContrastiveBatch
-from contrastlab.losses.supcon import _require_labels, all_view_lse, mean_logit
+from contrastlab.losses.supcon import _require_labels, all_view_lse, as_weights, mean_logit
 from contrastlab.platform.registry import HParam
 
 LABELED_POSITIVE = 1
@@ -37,9 +37,9 @@ LABELED_POSITIVE = 1
 def punce_terms(batch: ContrastiveBatch, prior: float) -> Tensor:
     """``[A]`` per-anchor puNCE (eqs. 7–9) on a validated, compute-dtype batch with PU labels."""
     a, n = _require_labels(batch, "punce")
-    labeled_cols = n == LABELED_POSITIVE
+    labeled_cols = as_weights(n == LABELED_POSITIVE, batch.neg_logits.dtype)  # [A, N] 0/1
     if batch.neg_mask is not None:
-        labeled_cols = labeled_cols & batch.neg_mask
+        labeled_cols.mul_(batch.neg_mask.view(torch.uint8))
     lse_all = all_view_lse(batch)  # [A]
     loss_set = lse_all - mean_logit(batch, labeled_cols)  # mean ℓ over own views ∪ labeled views
     loss_aug = lse_all - batch.pos_logits.mean(dim=1)  # mean ℓ over own views

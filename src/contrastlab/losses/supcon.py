@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from contrastlab.losses.base import (
+    NEG,
     ContrastiveLoss,
     is_bool,
     masked_lse,
@@ -50,11 +51,24 @@ def _require_labels(batch: ContrastiveBatch, owner: str) -> tuple[Tensor, Tensor
     return batch.anchor_labels, batch.neg_labels
 
 
+def as_weights(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """``[A, N]`` 0/1 weights in ``dtype`` from a bool mask (through ``uint8``: CPU bool→float casts are slow)."""
+    return mask.view(torch.uint8).to(dtype)
+
+
+def known_positive_weights(batch: ContrastiveBatch) -> Tensor:
+    """``[A, N]`` 0/1 weights (compute dtype) of :func:`known_positives`: one int compare, one cast, row factors."""
+    a, n = _require_labels(batch, "supcon")
+    w = as_weights(n == a[:, None], batch.neg_logits.dtype)
+    w.mul_((a >= 0).to(w.dtype)[:, None])  # anchors labeled −1 have no known positive among the negatives
+    if batch.neg_mask is not None:
+        w.mul_(batch.neg_mask.view(torch.uint8))
+    return w
+
+
 def known_positives(batch: ContrastiveBatch) -> Tensor:
     """``[A, N]`` bool: valid negative columns carrying the anchor's observed label (anchor label ≥ 0)."""
-    a, n = _require_labels(batch, "supcon")
-    kp = (n == a[:, None]) & (a >= 0)[:, None]
-    return kp if batch.neg_mask is None else kp & batch.neg_mask
+    return known_positive_weights(batch) > 0
 
 
 def all_view_lse(batch: ContrastiveBatch) -> Tensor:
@@ -63,33 +77,50 @@ def all_view_lse(batch: ContrastiveBatch) -> Tensor:
 
 
 def mean_logit(batch: ContrastiveBatch, extra: Tensor) -> Tensor:
-    """``[A]`` mean logit over all positive columns plus the negative columns selected by ``extra``."""
+    """``[A]`` mean logit over all positive columns plus the negative columns selected by ``extra``.
+
+    ``extra``: ``[A, N]`` bool mask, or 0/1 weights in the compute dtype (cheaper: a row dot product, no
+    ``[A, N]`` select in forward or backward).
+    """
     ln = batch.neg_logits
-    total = batch.pos_logits.sum(dim=1) + torch.where(extra, ln, torch.zeros_like(ln)).sum(dim=1)
-    count = batch.pos_logits.shape[1] + extra.sum(dim=1).to(ln.dtype)
+    w = as_weights(extra, ln.dtype) if extra.dtype == torch.bool else extra
+    total = batch.pos_logits.sum(dim=1) + torch.linalg.vecdot(ln, w)
+    count = batch.pos_logits.shape[1] + w.sum(dim=1)
     return total / count
+
+
+def _excluding_lse(x: Tensor, drop: Tensor) -> Tensor:
+    """``[A]`` ``log Σ_{j: drop_j = 0} e^{x_j}`` for 0/1 weights ``drop`` (consumed), via the fused LSE's shift.
+
+    Dropped columns get the shift ``NEG`` (``exp`` underflows to exactly 0, so they carry no mass and no
+    gradient); a row with every column dropped gives ``≈ NEG``, like :func:`masked_lse`. Used where such rows
+    reach the loss with a zero upstream gradient (their mass enters through ``logaddexp`` or ``softplus``).
+    """
+    return masked_lse(x, None, shift=drop.mul_(NEG))
 
 
 def supcon_terms(batch: ContrastiveBatch, aggregation: str = "out") -> Tensor:
     """``[A]`` per-anchor SupCon (Khosla et al. 2020) on a validated, compute-dtype, labeled batch."""
-    kp = known_positives(batch)
+    kp = known_positive_weights(batch)
     lse_all = all_view_lse(batch)
     if aggregation == "out":
         return lse_all - mean_logit(batch, kp)
-    n_pos = batch.pos_logits.shape[1] + kp.sum(dim=1).to(lse_all.dtype)
-    lse_pos = torch.logaddexp(torch.logsumexp(batch.pos_logits, dim=1), masked_lse(batch.neg_logits, kp))
+    n_pos = batch.pos_logits.shape[1] + kp.sum(dim=1)
+    lse_kp = _excluding_lse(batch.neg_logits, kp.sub_(1.0).neg_())  # over the known-positive columns only
+    lse_pos = torch.logaddexp(torch.logsumexp(batch.pos_logits, dim=1), lse_kp)
     return lse_all - lse_pos + torch.log(n_pos)
 
 
 def unbiased_terms(batch: ContrastiveBatch, fill_to_n: bool = True) -> Tensor:
     """``[A]`` per-anchor oracle unbiased loss (DCL eq. 2) on a validated, compute-dtype, labeled batch."""
     a, n_lab = _require_labels(batch, "unbiased")
-    true_neg = ~((n_lab == a[:, None]) & (a >= 0)[:, None])
-    if batch.neg_mask is not None:
-        true_neg = true_neg & batch.neg_mask
-    log_mass = masked_lse(batch.neg_logits, true_neg)
-    if fill_to_n:
-        n_true = true_neg.sum(dim=1).to(log_mass.dtype)
+    false_neg = as_weights(n_lab == a[:, None], batch.neg_logits.dtype)
+    false_neg.mul_((a >= 0).to(false_neg.dtype)[:, None])  # [A, N] 1 = same observed label (anchor label ≥ 0)
+    if batch.neg_mask is not None:  # invalid columns are dropped like false negatives
+        false_neg.sub_(1.0).mul_(batch.neg_mask.view(torch.uint8)).add_(1.0)
+    n_true = false_neg.shape[1] - false_neg.sum(dim=1) if fill_to_n else None
+    log_mass = _excluding_lse(batch.neg_logits, false_neg)
+    if n_true is not None:
         log_mass = log_mass + safe_log(neg_count(batch)) - safe_log(n_true.clamp_min(1.0))
     return nll_from_mass(log_mass, batch.pos_logits[:, 0])
 

@@ -101,11 +101,12 @@ class Trainer:
 
     # ------------------------------------------------------------------ one step
     def embed(self, x: Tensor) -> Tensor:
-        """Projections ``z`` (float32) of a batch ``[B, C, H, W]`` through the (possibly wrapped) network."""
+        """Projections ``z`` of a batch ``[B, C, H, W]``: float32 (bf16 autocast outputs are upcast), or float64 for
+        a float64 model."""
         x = x.contiguous(memory_format=self.memory_format)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
             _, z = self.net(x)
-        return z.float()
+        return _compute_dtype(z)
 
     def compute_loss(self, views: Tensor, labels: Tensor | None = None) -> Tensor:
         """Loss of one batch of views ``[V, B, C, H, W]``; ``labels`` ``[B]`` reach the sampler only for
@@ -117,7 +118,7 @@ class Trainer:
             with torch.no_grad(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
                 assert self.key_model is not None
                 _, k = self.key_model(views[1].contiguous(memory_format=self.memory_format))
-            return self.loss(self.sampler(q, k.float(), labels=y))
+            return self.loss(self.sampler(q, _compute_dtype(k), labels=y))
         z = self.embed(views.flatten(0, 1)).view(V, B, -1)                            # [V, B, d]
         if self.kind == "multi":
             return self.loss(self.sampler(z, labels=y))
@@ -169,3 +170,8 @@ class Trainer:
             self.key_model.load_state_dict(state["key_model"])
         self.sampler.load_state_dict(state["sampler"])
         self.optimizer.load_state_dict(state["optimizer"])
+
+
+def _compute_dtype(z: Tensor) -> Tensor:
+    """float64 stays float64; anything else (bf16/fp16 under autocast, float32) becomes float32."""
+    return z if z.dtype == torch.float64 else z.float()
