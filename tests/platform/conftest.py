@@ -17,3 +17,4 @@ def toy_pm() -> Iterator[PluginManager]:
 
     with fresh_plugin_manager(contrastlab_toy.plugin, package="contrastlab-toy") as pm:
         yield pm
+

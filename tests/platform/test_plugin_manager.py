@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from toy_dist import install_fake_toy_dist
 
 import contrastlab as cl
 from contrastlab.platform.errors import ConfigError, UnknownNameError
@@ -72,14 +73,6 @@ def test_unknown_names_list_valid_ones_and_suggest() -> None:
         cl.make_loss("dcl", tau_pls=0.1)
 
 
-def _fake_installed_dist(site: Path) -> None:
-    """A dist-info for contrastlab-toy whose entry point is read by importlib.metadata, like a pip install."""
-    dist = site / "contrastlab_toy-0.1.0.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: contrastlab-toy\nVersion: 0.1.0\n")
-    (dist / "entry_points.txt").write_text("[contrastlab]\ntoy = contrastlab_toy.plugin\n")
-
-
 def _env(site: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in {"CONTRASTLAB_PLUGINS", "CONTRASTLAB_TRACE"}}
     env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT / "examples" / "plugin_template" / "src")])
@@ -93,7 +86,7 @@ def _platform(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Com
 
 def test_entry_point_plugin_trains_through_installed_script(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    _fake_installed_dist(site)
+    install_fake_toy_dist(site)
     env = _env(site)
     listed = _platform(["plugins"], env, tmp_path)
     assert listed.returncode == 0, listed.stderr
@@ -120,7 +113,7 @@ def test_entry_point_plugin_trains_through_installed_script(tmp_path: Path) -> N
 
 def test_allow_list_and_trace(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    _fake_installed_dist(site)
+    install_fake_toy_dist(site)
     blocked = _platform(["list", "plugins", "--json"], _env(site, CONTRASTLAB_PLUGINS=""), tmp_path)
     assert blocked.returncode == 0 and "toy_clusters" not in blocked.stdout
     allowed = _platform(

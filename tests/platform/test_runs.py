@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from toy_dist import install_fake_toy_dist
 
 import contrastlab as cl
 from contrastlab.platform.plugins import PluginManager
@@ -185,10 +186,7 @@ def test_ctrl_c_then_resume_completes_without_repeating_steps(tmp_path: Path) ->
 def test_killed_process_resumes(tmp_path: Path) -> None:
     """SIGKILL in the middle of training (no cleanup at all), then --resume finishes the run."""
     site = tmp_path / "site"
-    dist = site / "contrastlab_toy-0.1.0.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: contrastlab-toy\nVersion: 0.1.0\n")
-    (dist / "entry_points.txt").write_text("[contrastlab]\ntoy = contrastlab_toy.plugin\n")
+    install_fake_toy_dist(site)
     env = dict(os.environ)
     env.pop("CONTRASTLAB_PLUGINS", None)
     env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT / "examples" / "plugin_template" / "src")])
