@@ -97,7 +97,13 @@ BAD_INPUTS = [
     (["train", "--plugin", "toy_clusters", "--loss", "dcll"], ["unknown loss", "Did you mean 'dcl'"]),
     (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--sampler", "two_vew"], ["unknown sampler", "two_view"]),
     (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--encoder", "mlpp"], ["unknown encoder", "mlp"]),
-    (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--preset", "smok"], ["unknown preset", "smoke"]),
+    (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--preset", "smok"], ["toy_clusters preset", "smoke"]),
+    (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--seed", "-1"], ["seed"]),
+    (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--run-name", "../x"], ["--run-name"]),
+    (["train", "--plugin", "curl", "--loss", "dcl", "--sampler", "queue"], ["sampler 'queue'", "query_key"]),
+    (["train", "--plugin", "curl", "--loss", "dcl", "--encoder", "resnet18"], ["encoder 'resnet18'", "pixel_conv"]),
+    (["train", "--plugin", "simclr", "--loss", "dcl", "--encoder", "pixel_conv"], ["encoder 'pixel_conv'"]),
+    (["train", "--plugin", "simclr", "--loss", "punce"], ["punce", "--plugin pu"]),
     (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "train.stepz=3"], ["train.stepz", "steps"]),
     (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "train.steps=abc"], ["train.steps"]),
     (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "train.steps=-5"], ["train.steps"]),
@@ -187,3 +193,19 @@ def test_label_aware_loss_on_unlabelled_simclr_config_suggests_the_fix(tmp_path:
         ["train", "--plugin", "simclr", "--loss", "supcon", "--preset", "smoke", "--logdir", str(tmp_path)]
     )
     assert_one_line_error(code, out, "supcon", "data.labels=class")
+
+
+def test_tensorboard_bad_port(tmp_path: Path) -> None:
+    code, out = run_cli(["tensorboard", str(tmp_path), "--port", "99999"])
+    assert_one_line_error(code, out, "--port 99999")
+
+
+def test_resume_of_a_completed_run_is_refused(toy_pm: PluginManager, tmp_path: Path) -> None:
+    code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl", "--logdir", str(tmp_path),
+                         "--set", "train.steps=5", "--sampler", "two_view"])
+    assert code == 0, out
+    run_dir = next(tmp_path.glob("*/*/*"))
+    overrides = json.loads((run_dir / "run.json").read_text())["overrides"]
+    assert "--set sampler.name=two_view" in overrides and "--set train.steps=5" in overrides
+    code, out = run_cli(["train", "--resume", str(run_dir)])
+    assert_one_line_error(code, out, "already completed")

@@ -25,7 +25,7 @@ from contrastlab.platform import commands_train
 from contrastlab.platform.cli_common import console, get_plugin, user_errors
 from contrastlab.platform.compare_cli import add_compare_commands
 from contrastlab.platform.config import config_to_yaml, resolve_config
-from contrastlab.platform.errors import UnknownNameError
+from contrastlab.platform.errors import ConfigError, UnknownNameError
 from contrastlab.platform.plugins import get_plugin_manager, registry
 from contrastlab.platform.registry import Component, unknown_name_message
 
@@ -185,9 +185,14 @@ def tensorboard_command(
         raise RunDirError(f"log directory not found: {logdir}")
     from tensorboard import program
 
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port {port} is out of range; valid range: 0-65535 (0 picks a free port)")
     board = program.TensorBoard()
     board.configure(argv=[None, "--logdir", str(logdir), "--host", "127.0.0.1", "--port", str(port)])
-    url = board.launch()
+    try:
+        url = board.launch()
+    except program.TensorBoardServerException as exc:  # e.g. the port is taken by another TensorBoard
+        raise ConfigError(f"cannot start TensorBoard on port {port}: {exc}; try --port 0 (a free port)") from None
     typer.echo(f"TensorBoard for {logdir} at {url}  (Ctrl-C to stop)")
     sys.stdout.flush()
     try:

@@ -22,7 +22,14 @@ CPU_WARN_SECONDS = 30 * 60
 
 
 def check_compatibility(plugin: TaskPlugin, config: TaskConfig) -> None:
-    """Refuse a label-aware loss on a plugin whose batches cannot carry the labels it needs."""
+    """Refuse samplers/encoders the plugin cannot drive, and a label-aware loss on a plugin whose batches cannot
+    carry the labels it needs."""
+    for kind, allowed in (("sampler", plugin.samplers), ("encoder", plugin.encoders)):
+        name = getattr(config, kind).name
+        if allowed is not None and name not in allowed:
+            raise IncompatibleError(
+                f"plugin '{plugin.name}' cannot use {kind} '{name}'; supported: {', '.join(sorted(allowed))}"
+            )
     needed = registry("loss").get(config.loss.name).label_kinds
     if not needed:
         return
@@ -73,8 +80,36 @@ def print_summary(run: Run, summary: dict) -> None:
     console.print(f"TensorBoard:   platform tensorboard {run.dir}   (or: tensorboard --logdir {run.dir})")
 
 
+def recorded_overrides(
+    config_file: Path | None, sampler: str | None, encoder: str | None, sets: list[str]
+) -> list[str]:
+    """Everything that changed the config beyond the preset, as ``--set key=value`` items (in resolution order), so
+    ``platform report`` groups runs by their real configuration."""
+    from contrastlab.platform.config import flatten_keys, load_yaml_file
+
+    items: list[str] = []
+    if config_file is not None:
+        data = load_yaml_file(config_file)
+        for key in sorted(flatten_keys(data)):
+            node: object = data
+            for part in key.split("."):
+                node = node[part]  # type: ignore[index]
+            items.append(f"--set {key}={json.dumps(node) if not isinstance(node, str) else node}")
+    for section, name in (("sampler", sampler), ("encoder", encoder)):
+        if name is not None:
+            items.append(f"--set {section}.name={name}")
+    return items + [f"--set {item}" for item in sets]
+
+
+def _terminate_as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def execute(run: Run) -> dict:
     """Run ``plugin.train`` under ``run``; Ctrl-C and crashes leave a resumable run."""
+    import signal
+
+    previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)  # `kill` is handled like Ctrl-C
     try:
         metrics = run.plugin.train(run.config, run)
     except KeyboardInterrupt:
@@ -91,6 +126,8 @@ def execute(run: Run) -> dict:
             (run.dir / "error.log").write_text(traceback.format_exc())
         err_console.print(f"traceback saved to {run.dir / 'error.log'}; fix and continue with --resume {run.dir}")
         raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return run.finish(metrics)
 
 
@@ -116,7 +153,9 @@ def add_train_commands(app: typer.Typer) -> None:
         ] = None,
         set_: Annotated[
             list[str] | None,
-            typer.Option("--set", help="Override a key, repeatable: --set loss.tau_plus=0.05 --set train.steps=100"),
+            typer.Option(
+                "--set", help="Override a key, repeatable: --set loss.tau_plus=0.05 --set train.env_frames=800"
+            ),
         ] = None,
         seed: Annotated[int | None, typer.Option(help="Random seed (same seed + config = same CPU metrics).")] = None,
         device: Annotated[str | None, typer.Option(help="auto, cpu, cuda or cuda:K.")] = None,
@@ -139,6 +178,10 @@ def add_train_commands(app: typer.Typer) -> None:
           platform train --resume runs/curl/pucl/20261121-120000-s1
         """
         if resume is not None:
+            from contrastlab.platform.errors import RunDirError
+
+            if Run.open(resume, device=device, resume=False).info.get("status") == "completed":
+                raise RunDirError(f"run {resume} already completed; see its summary.json (or `platform eval {resume}`)")
             run = Run.open(resume, device=device)
             err_console.print(f"resuming {run.dir} from step {run.latest_checkpoint_step() or 0}")
         else:
@@ -163,7 +206,7 @@ def add_train_commands(app: typer.Typer) -> None:
             check_compatibility(task, config)
             device_obj = resolve_device(config.device)
             warn_if_cpu_heavy(task, config, preset_name, device_obj)
-            overrides = [f"--set {s}" for s in set_ or []]
+            overrides = recorded_overrides(config_file, sampler, encoder, set_ or [])
             run = Run.create(task, config, logdir, preset=preset_name, overrides=overrides, run_name=run_name)
             err_console.print(f"run directory: {run.dir}")
         if resume is not None:
@@ -177,7 +220,7 @@ def add_train_commands(app: typer.Typer) -> None:
     def evaluate(
         run_dir: Annotated[Path, typer.Argument(help="A run directory written by `platform train`.")],
         device: Annotated[str | None, typer.Option(help="auto, cpu, cuda or cuda:K.")] = None,
-        episodes: Annotated[int | None, typer.Option(help="Evaluation episodes (RL plugins).")] = None,
+        episodes: Annotated[int | None, typer.Option(min=1, help="Evaluation episodes (RL plugins).")] = None,
         video: Annotated[Path | None, typer.Option(help="Save one evaluation episode as GIF/MP4 (RL plugins).")] = None,
     ) -> None:
         """Re-evaluate a run's latest checkpoint through its plugin; writes eval.json in the run directory.
@@ -198,4 +241,9 @@ def add_train_commands(app: typer.Typer) -> None:
         for key, value in metrics.items():
             table.add_row(key, f"{float(value):.4g}")
         console.print(table)
+        if video is not None:
+            if video.is_file():
+                console.print(f"video: {video}")
+            else:
+                err_console.print(f"note: plugin '{run.plugin.name}' does not record videos; --video was ignored")
         run.close()

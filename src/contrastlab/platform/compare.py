@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contrastlab.platform.errors import ConfigError, DeviceError, IncompatibleError, UnknownNameError
+from contrastlab.platform.errors import ConfigError, DeviceError, UnknownNameError
 
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _RESERVED = {"seed": "--seeds/--seed-list", "loss.name": "--loss", "loss": "--loss"}
@@ -52,7 +52,7 @@ def parse_set(spec: str) -> tuple[str, str]:
     key, sep, value = spec.partition("=")
     key, value = key.strip(), value.strip()
     if not sep or not value:
-        raise ConfigError(f"--set '{spec}': expected key=value, e.g. --set train.steps=200")
+        raise ConfigError(f"--set '{spec}': expected key=value, e.g. --set train.max_steps=50")
     _check_key(key, "--set", spec)
     return key, value
 
@@ -226,6 +226,7 @@ def validate_points(points: Sequence[GridPoint]) -> dict[str, Any]:
     Raises the config layer's error for an unknown key or a bad value, and :class:`IncompatibleError` for a
     label-aware loss the plugin's batches cannot feed. Returns ``{config_hash: resolved config}``.
     """
+    from contrastlab.platform.commands_train import check_compatibility
     from contrastlab.platform.config import resolve_config
     from contrastlab.platform.plugins import registry
 
@@ -238,12 +239,7 @@ def validate_points(points: Sequence[GridPoint]) -> dict[str, Any]:
             instances[p.plugin] = registry("plugin").get(p.plugin).factory()
         plugin = instances[p.plugin]
         config = resolve_config(plugin, preset=p.preset, sets=p.overrides, loss=p.loss)
-        needs = registry("loss").get(p.loss).label_kinds
-        has = frozenset(plugin.label_kinds(config))
-        if needs and not needs & has:
-            raise IncompatibleError(
-                f"loss '{p.loss}' needs {'/'.join(sorted(needs))} labels but plugin '{p.plugin}' provides "
-                f"{'/'.join(sorted(has)) or 'none'}; drop it from --loss"
-            )
+        plugin.check(config)  # the plugin's own pre-flight checks (data present, valid env, ...), as in `train`
+        check_compatibility(plugin, config)
         configs[p.config_hash] = config
     return configs

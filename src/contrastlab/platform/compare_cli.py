@@ -28,8 +28,8 @@ HELP = {
     "seeds": "Run seeds 1..N for every configuration, e.g. --seeds 3 (default: 1).",
     "seed_list": "Exact seeds instead of --seeds, e.g. --seed-list 1,2,7.",
     "preset": "Plugin preset for every run, e.g. --preset smoke (default: the plugin's default).",
-    "set": "Fixed override for every run (repeatable), e.g. --set train.steps=200. A loss.* key only reaches "
-    "the losses that have that hyperparameter.",
+    "set": "Fixed override for every run (repeatable), e.g. --set train.max_steps=50 (simclr). "
+    "A loss.* key only reaches the losses that have that hyperparameter.",
     "grid": "Grid axis KEY=V1,V2,... (repeatable; axes multiply), e.g. --grid loss.tau_plus=0.01,0.05,0.1. "
     "Losses without that hyperparameter run once per seed.",
     "jobs": "Runs at a time on CPU, e.g. --jobs 2 (default: 1). Each run gets OMP_NUM_THREADS=cores/N "
@@ -42,7 +42,8 @@ HELP = {
     "dry_run": "Print the expanded grid and what would run (new/resume/finished), then stop.",
     "dirs": "Run directories, or folders containing them, e.g. compare/simclr-1a2b3c4d runs/simclr.",
     "report_out": "Where to write the outputs, e.g. --out report/ (default: the first DIR).",
-    "curve": "Metric tag to plot as the learning curve, e.g. --curve eval/top1 (default: the plugin's primary metric).",
+    "curve": "Metric tag to plot as the learning curve, e.g. --curve eval/knn_top1 "
+    "(default: the plugin's primary metric).",
 }
 """Help text of every option (each with an example)."""
 

@@ -165,7 +165,7 @@ def resolve_config(
     """The fully resolved, validated config of ``plugin`` (see the module docstring for the order)."""
     preset = preset or plugin.default_preset
     if preset not in plugin.presets:
-        raise UnknownNameError(unknown_name_message(f"preset of plugin '{plugin.name}'", preset, list(plugin.presets)))
+        raise UnknownNameError(unknown_name_message(f"{plugin.name} preset", preset, list(plugin.presets)))
     data: dict[str, Any] = deep_merge({}, plugin.presets[preset])
     if config_file is not None:
         file_data = load_yaml_file(config_file)

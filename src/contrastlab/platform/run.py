@@ -134,6 +134,10 @@ class Run:
         run_name: str | None = None,
     ) -> Run:
         """Make a new run directory ``<logdir>/<plugin>/<loss>/<time>-s<seed>`` (or ``.../<run_name>``)."""
+        if run_name is not None and (not run_name or "/" in run_name or "\\" in run_name or run_name in {".", ".."}):
+            from contrastlab.platform.errors import ConfigError
+
+            raise ConfigError(f"--run-name must be a plain directory name (no '/'), got '{run_name}'")
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         base = Path(logdir) / plugin.name / config.loss.name
         run_dir = base / (run_name or f"{stamp}-s{config.seed}")

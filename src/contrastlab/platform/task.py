@@ -47,7 +47,7 @@ class ComponentSpec(BaseModel):
 class TaskConfig(Section):
     """Settings shared by every task plugin. Plugins subclass this and add their own sections."""
 
-    seed: int = 1
+    seed: int = Field(default=1, ge=0, lt=2**32)
     """Random seed for torch, numpy and Python; the same seed and config reproduce a CPU run."""
     device: str = "auto"
     """Device: auto (CUDA when available, else CPU), cpu, cuda, or cuda:K."""
@@ -86,6 +86,10 @@ class TaskPlugin:
     """Preset used when ``--preset`` is not given."""
     gpu_presets: ClassVar[frozenset[str]] = frozenset()
     """Presets sized for a GPU: on a CPU-only machine ``platform train`` warns and suggests ``--preset smoke``."""
+    samplers: ClassVar[frozenset[str] | None] = None
+    """Sampler names this plugin can drive (``None``: any registered sampler); others are refused before training."""
+    encoders: ClassVar[frozenset[str] | None] = None
+    """Encoder names this plugin can build (``None``: any registered encoder); others are refused before training."""
     primary_metric: ClassVar[str] = ""
     """Name of the headline final metric in ``summary.json`` (used by ``platform compare``)."""
     higher_is_better: ClassVar[bool] = True

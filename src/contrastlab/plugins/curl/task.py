@@ -167,6 +167,8 @@ class CurlTask(TaskPlugin):
     presets = PRESETS
     default_preset = "smoke"
     gpu_presets = frozenset({"paper"})
+    samplers = frozenset({"query_key"})
+    encoders = frozenset({"pixel_conv"})
     primary_metric = "eval/episode_return"
     higher_is_better = True
 

@@ -151,6 +151,8 @@ class PUTask(cl.TaskPlugin):
     presets = PRESETS
     default_preset = "smoke"
     gpu_presets = frozenset({"paper"})
+    samplers = frozenset({"two_view"})
+    encoders = frozenset({"resnet18", "resnet50", "small_cnn"})
     # Accuracy on the clean test set is the metric of the puNCE paper's tables (so results compare with it);
     # F1 and ROC-AUC are reported next to it.
     primary_metric = "test/accuracy"

@@ -54,6 +54,7 @@ class SimCLRTask(TaskPlugin):
     presets = PRESETS
     default_preset = "smoke"
     gpu_presets = frozenset({"fmnist", "cifar10-paper"})
+    encoders = frozenset({"resnet18", "resnet50", "small_cnn"})
     primary_metric = "eval/linear_top1"
     higher_is_better = True
 
@@ -93,6 +94,10 @@ class SimCLRTask(TaskPlugin):
             raise ConfigError(f"data.views={data.views} needs the multi_view sampler, not "
                               f"'{config.sampler.name}'; use --sampler multi_view or data.views=2")
         needed = cl.loss_label_kinds(config.loss.name)
+        if needed and "class" not in needed:
+            raise IncompatibleError(
+                f"loss '{config.loss.name}' needs {'/'.join(sorted(needed))} labels, which the simclr plugin does not "
+                f"provide; use --plugin pu for PU learning, or an unsupervised loss")
         if needed and not needed & self.label_kinds(config):
             raise IncompatibleError(
                 f"loss '{config.loss.name}' needs {'/'.join(sorted(needed))} labels but data.labels="
