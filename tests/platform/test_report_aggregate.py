@@ -90,8 +90,8 @@ def test_rows_are_tasks_columns_are_losses(tmp_path):
     groups = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path])])
     md = rp.markdown(groups)
     assert "| task | metric | dcl tau_plus=0.01 | dcl tau_plus=0.1 | infonce |" in md
-    assert "| toy env.task=cheetah | score (↑) | 310.0 ± 0.0 | **320.0 ± 0.0** | 300.0 ± 0.0 |" in md
-    assert "| toy env.task=walker | score (↑) | 510.0 ± 0.0 | **520.0 ± 0.0** | 500.0 ± 0.0 |" in md
+    assert "| toy env.task=cheetah | score (↑) | 310.0 (n=1) | **320.0 (n=1)** | 300.0 (n=1) |" in md
+    assert "| toy env.task=walker | score (↑) | 510.0 (n=1) | **520.0 (n=1)** | 500.0 (n=1) |" in md
     # --rows moves keys explicitly; here nothing is a row, so the task joins the column label
     cols = {g.column for g in rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path])], rows=[])}
     assert "dcl env.task=walker tau_plus=0.1" in cols
@@ -126,7 +126,7 @@ def test_ties_are_all_marked(tmp_path):
     for loss in ("a", "b", "c"):
         write_synthetic_run(tmp_path, loss=loss, final={"score": 0.5 if loss != "c" else 0.4})
     md = rp.markdown(rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path])]))
-    assert "| toy | score (↑) | **0.5000 ± 0.0000** | **0.5000 ± 0.0000** | 0.4000 ± 0.0000 |" in md
+    assert "| toy | score (↑) | **0.5000 (n=1)** | **0.5000 (n=1)** | 0.4000 (n=1) |" in md
 
 
 def test_nan_final_metric_is_not_averaged(tmp_path):

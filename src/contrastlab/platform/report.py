@@ -253,12 +253,15 @@ def best_by_row(groups: Sequence[Group]) -> dict[str, Group]:
     return best
 
 
-def fmt_mean_std(mean: float, std: float) -> str:
-    """``0.8123 ± 0.0130`` with decimals chosen from the magnitude of the mean."""
+def fmt_mean_std(mean: float, std: float, n: int = 2) -> str:
+    """``0.8123 ± 0.0130`` with decimals chosen from the magnitude of the mean; one seed shows ``0.8123 (n=1)``
+    because a sample std is undefined there."""
     if math.isnan(mean):
         return "–"
     mag = math.floor(math.log10(abs(mean))) if mean else 0
     dec = min(4, max(1, 3 - mag))
+    if n == 1:
+        return f"{mean:.{dec}f} (n=1)"
     return f"{mean:.{dec}f} ± {std:.{dec}f}"
 
 
@@ -311,9 +314,9 @@ def _cell(g: Group, best: bool) -> str:
     if n == 0:
         err = next((r.error for r in g.runs if r.error), None) or next(iter({r.status for r in g.runs}), "?")
         return f"failed: {str(err)[:60]}"
-    text = fmt_mean_std(mean, std)
+    text = fmt_mean_std(mean, std, n)
     text = f"**{text}**" if best else text
-    return text if n == len(g.runs) else f"{text} (n={n}/{len(g.runs)})"
+    return text if n == len(g.runs) or n == 1 else f"{text} (n={n}/{len(g.runs)})"
 
 
 def markdown(groups: Sequence[Group]) -> str:
@@ -345,7 +348,7 @@ def markdown(groups: Sequence[Group]) -> str:
         "|---|---|---|" + "---|" * len(names),
     ]
     for g in groups:
-        vals = [fmt_mean_std(*g.stats(m)[:2]) for m in names]
+        vals = [fmt_mean_std(*g.stats(m)) for m in names]
         out.append(f"| {g.row} | {g.column} | {g.stats()[2]}/{len(g.runs)} | " + " | ".join(vals) + " |")
     failed = [(g, r) for g in groups for r in g.runs if r.status != "completed"]
     if failed:
