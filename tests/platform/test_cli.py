@@ -109,6 +109,7 @@ BAD_INPUTS = [
     (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "train.steps=-5"], ["train.steps"]),
     (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "loss.tau_plus=1.5"], ["tau_plus", "[0, 1)"]),
     (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "loss.beta=1"], ["beta", "tau_plus"]),
+    (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "loss.tau_plus=true"], ["not a valid float"]),
     (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "novalue"], ["KEY=VALUE"]),
     (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--device", "cuda"], ["CUDA is not available"]),
     (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--device", "tpu"], ["unknown device"]),

@@ -126,3 +126,4 @@ def test_allow_list_and_trace(tmp_path: Path) -> None:
     assert "contrastlab_toy" in allowed.stderr or "toy (contrastlab-toy)" in allowed.stderr
     other = _platform(["list", "plugins", "--json"], _env(site, CONTRASTLAB_PLUGINS="something-else"), tmp_path)
     assert "toy_clusters" not in other.stdout
+    assert "CONTRASTLAB_PLUGINS names 'something-else'" in other.stderr

@@ -95,14 +95,17 @@ class PluginManager:
             return
         self.pm.register(module, name=plugin_name)
         hooks = [h.name for h in self.pm.get_hookcallers(module) or []]
+        module_name = getattr(module, "__name__", None) or type(module).__module__
         self.info[plugin_name] = PluginInfo(
-            name=plugin_name, package=package, version=_version_of(package), module=plugin_name, hooks=sorted(hooks)
+            name=plugin_name, package=package, version=_version_of(package), module=module_name, hooks=sorted(hooks)
         )
         self._registries = None
 
     def _load_entry_points(self) -> None:
         allow = _allow_list()
+        seen: set[str] = set()
         for ep in md.entry_points(group=ENTRY_POINT_GROUP):
+            seen |= {ep.name, ep.dist.name if ep.dist is not None else ep.module.split(".")[0]}
             dist = ep.dist.name if ep.dist is not None else ep.module.split(".")[0]
             if allow is not None and dist not in allow and ep.name not in allow:
                 _trace(f"skip entry point {ep.name} ({dist}): not in CONTRASTLAB_PLUGINS")
@@ -113,6 +116,12 @@ class PluginManager:
             except Exception as exc:  # a broken third-party package must not take the CLI down silently
                 raise ConfigError(f"plugin package '{dist}' failed to load entry point '{ep.name}': {exc}") from exc
             self.register_module(obj, package=dist, name=ep.name)
+        for missing in sorted((allow or set()) - seen):
+            print(
+                f"warning: CONTRASTLAB_PLUGINS names '{missing}', but no installed package provides a "
+                f"'{ENTRY_POINT_GROUP}' entry point by that name",
+                file=sys.stderr,
+            )
 
     # --------------------------------------------------------------- registries
     @property

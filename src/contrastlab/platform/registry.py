@@ -161,6 +161,8 @@ def _coerce_like(default: Any, value: Any, owner: str, key: str) -> Any:
                     return False
                 raise ValueError(value)
             return bool(value)
+        if isinstance(value, bool) and isinstance(default, (int, float)):
+            raise ValueError(value)
         if isinstance(default, int) and not isinstance(value, bool):
             if isinstance(value, float) and not value.is_integer():
                 raise ValueError(value)
