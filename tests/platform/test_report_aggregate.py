@@ -138,3 +138,15 @@ def test_nan_final_metric_is_not_averaged(tmp_path):
     (group,) = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path])])
     assert group.stats() == (pytest.approx(0.6), pytest.approx(math.sqrt(0.02)), 2)
     assert "**0.6000 ± 0.1414** (n=2/3)" in rp.markdown([group])
+
+
+def test_unknown_rows_key_and_curve_tag_are_errors(tmp_path):
+    import pytest
+
+    from contrastlab.platform.errors import ConfigError
+
+    write_synthetic_run(tmp_path, loss="infonce", overrides=["--set env.task=walk"], final={"score": 1.0})
+    with pytest.raises(ConfigError, match=r"--rows foo\.bar is not an override"):
+        rp.build_report([tmp_path], tmp_path / "out", rows=["foo.bar"])
+    with pytest.raises(ConfigError, match="--curve nosuch/tag was not logged"):
+        rp.build_report([tmp_path], tmp_path / "out", curve="nosuch/tag")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contrastlab.platform.errors import RunDirError
+from contrastlab.platform.errors import ConfigError, RunDirError
 
 _IGNORED_KEYS = {"seed", "device"}
 
@@ -394,6 +394,24 @@ def link_tensorboard(groups: Sequence[Group], logdir: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------- entry point
+def _check_keys_exist(
+    records: Sequence[RunRecord], dirs: Sequence[Path], rows: Sequence[str] | None, curve: str | None
+) -> None:
+    """``--rows`` keys must be overrides of some run and ``--curve`` a tag some run logged (one-line errors)."""
+    if rows:
+        keys = {k for rec in records for k in rec.overrides}
+        unknown = [k for k in rows if k not in keys]
+        if unknown:
+            raise ConfigError(
+                f"--rows {unknown[0]} is not an override of any run; available: {', '.join(sorted(keys)) or '(none)'}"
+            )
+    if curve:
+        tags = {t for d in dirs for t in load_curves(d)}
+        if curve not in tags:
+            raise ConfigError(f"--curve {curve} was not logged by any run; logged tags: {', '.join(sorted(tags))}")
+
+
+
 def build_report(
     paths: Iterable[Path | str], out: Path | str, *, rows: Sequence[str] | None = None, curve: str | None = None
 ) -> dict[str, Path]:
@@ -403,7 +421,9 @@ def build_report(
     dirs = find_run_dirs(paths)
     if not dirs:
         raise RunDirError(f"no run directories (with run.json) under {', '.join(map(str, paths))}")
-    groups = group_runs([load_run(d) for d in dirs], rows=rows)
+    records = [load_run(d) for d in dirs]
+    _check_keys_exist(records, dirs, rows, curve)
+    groups = group_runs(records, rows=rows)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.md").write_text(markdown(groups))
