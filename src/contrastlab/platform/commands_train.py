@@ -12,8 +12,8 @@ import typer
 from rich.table import Table
 
 from contrastlab.platform.cli_common import console, err_console, get_plugin, user_errors
-from contrastlab.platform.config import resolve_config
-from contrastlab.platform.errors import IncompatibleError
+from contrastlab.platform.config import flatten_items, load_yaml_file, resolve_config
+from contrastlab.platform.errors import ConfigError, ContrastlabError, IncompatibleError, RunDirError
 from contrastlab.platform.plugins import registry
 from contrastlab.platform.run import Run, resolve_device
 from contrastlab.platform.task import EvalOptions, TaskConfig, TaskPlugin
@@ -85,16 +85,10 @@ def recorded_overrides(
 ) -> list[str]:
     """Everything that changed the config beyond the preset, as ``--set key=value`` items (in resolution order), so
     ``platform report`` groups runs by their real configuration."""
-    from contrastlab.platform.config import flatten_keys, load_yaml_file
-
     items: list[str] = []
     if config_file is not None:
-        data = load_yaml_file(config_file)
-        for key in sorted(flatten_keys(data)):
-            node: object = data
-            for part in key.split("."):
-                node = node[part]  # type: ignore[index]
-            items.append(f"--set {key}={json.dumps(node) if not isinstance(node, str) else node}")
+        for key, value in sorted(flatten_items(load_yaml_file(config_file)).items()):
+            items.append(f"--set {key}={value if isinstance(value, str) else json.dumps(value)}")
     for section, name in (("sampler", sampler), ("encoder", encoder)):
         if name is not None:
             items.append(f"--set {section}.name={name}")
@@ -117,8 +111,6 @@ def execute(run: Run) -> dict:
         err_console.print(f"interrupted; continue with: platform train --resume {run.dir}")
         raise typer.Exit(130) from None
     except Exception as exc:
-        from contrastlab.platform.errors import ContrastlabError
-
         run.mark("failed", error=f"{type(exc).__name__}: {exc}")
         if isinstance(exc, ContrastlabError):
             raise
@@ -178,16 +170,12 @@ def add_train_commands(app: typer.Typer) -> None:
           platform train --resume runs/curl/pucl/20261121-120000-s1
         """
         if resume is not None:
-            from contrastlab.platform.errors import RunDirError
-
-            if Run.open(resume, device=device, resume=False).info.get("status") == "completed":
-                raise RunDirError(f"run {resume} already completed; see its summary.json (or `platform eval {resume}`)")
-            run = Run.open(resume, device=device)
+            run = Run.open(resume, device=device)  # refuses completed runs
+            run.plugin.check(run.config)
+            check_compatibility(run.plugin, run.config)
             err_console.print(f"resuming {run.dir} from step {run.latest_checkpoint_step() or 0}")
         else:
             if plugin is None:
-                from contrastlab.platform.errors import ConfigError
-
                 raise ConfigError("--plugin is required (or --resume RUN_DIR); see `platform list plugins`")
             task = get_plugin(plugin)
             preset_name = preset or task.default_preset
@@ -209,9 +197,6 @@ def add_train_commands(app: typer.Typer) -> None:
             overrides = recorded_overrides(config_file, sampler, encoder, set_ or [])
             run = Run.create(task, config, logdir, preset=preset_name, overrides=overrides, run_name=run_name)
             err_console.print(f"run directory: {run.dir}")
-        if resume is not None:
-            run.plugin.check(run.config)
-            check_compatibility(run.plugin, run.config)
         summary = execute(run)
         print_summary(run, summary)
 
@@ -230,8 +215,6 @@ def add_train_commands(app: typer.Typer) -> None:
         """
         run = Run.open(run_dir, device=device, resume=False)
         if run.latest_checkpoint_step() is None:
-            from contrastlab.platform.errors import RunDirError
-
             raise RunDirError(f"run {run_dir} has no checkpoint to evaluate")
         metrics = run.plugin.evaluate(run, EvalOptions(episodes=episodes, video=video))
         (run.dir / "eval.json").write_text(json.dumps({k: float(v) for k, v in metrics.items()}, indent=2))

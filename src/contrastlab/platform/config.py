@@ -81,16 +81,21 @@ def load_yaml_file(path: Path | str) -> dict[str, Any]:
     return data
 
 
-def flatten_keys(data: Mapping[str, Any], prefix: str = "") -> set[str]:
-    """Dotted paths of every leaf in a nested mapping."""
-    keys: set[str] = set()
+def flatten_items(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{dotted path: leaf value}`` of a nested mapping (an empty mapping counts as a leaf)."""
+    items: dict[str, Any] = {}
     for key, value in data.items():
         path = f"{prefix}{key}"
         if isinstance(value, Mapping) and value:
-            keys |= flatten_keys(value, f"{path}.")
+            items.update(flatten_items(value, f"{path}."))
         else:
-            keys.add(path)
-    return keys
+            items[path] = value
+    return items
+
+
+def flatten_keys(data: Mapping[str, Any]) -> set[str]:
+    """Dotted paths of every leaf in a nested mapping."""
+    return set(flatten_items(data))
 
 
 def _model_for_path(model: type[BaseModel], path: tuple[Any, ...]) -> type[BaseModel] | None:

@@ -177,6 +177,8 @@ class Run:
         if not is_run_dir(run_dir):
             raise RunDirError(f"{run_dir} is not a run directory (no config.yaml and run.json)")
         info = json.loads((run_dir / "run.json").read_text())
+        if resume and info.get("status") == "completed":
+            raise RunDirError(f"run {run_dir} already completed; see its summary.json (or `platform eval {run_dir}`)")
         plugin = registry("plugin").get(info["plugin"]).factory()
         data = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
         if device is not None:
