@@ -15,7 +15,7 @@ from contrastlab.platform.cli_common import console, err_console, get_plugin, us
 from contrastlab.platform.config import flatten_items, load_yaml_file, resolve_config
 from contrastlab.platform.errors import ConfigError, ContrastlabError, IncompatibleError, RunDirError
 from contrastlab.platform.plugins import registry
-from contrastlab.platform.run import Run, resolve_device
+from contrastlab.platform.run import Run, read_run_info, resolve_device
 from contrastlab.platform.task import EvalOptions, TaskConfig, TaskPlugin
 
 CPU_WARN_SECONDS = 30 * 60
@@ -170,7 +170,9 @@ def add_train_commands(app: typer.Typer) -> None:
           platform train --resume runs/curl/pucl/20261121-120000-s1
         """
         if resume is not None:
-            run = Run.open(resume, device=device)  # refuses completed runs
+            if read_run_info(resume).get("status") == "completed":
+                raise RunDirError(f"run {resume} already completed; see its summary.json (or `platform eval {resume}`)")
+            run = Run.open(resume, device=device)
             run.plugin.check(run.config)
             check_compatibility(run.plugin, run.config)
             err_console.print(f"resuming {run.dir} from step {run.latest_checkpoint_step() or 0}")

@@ -100,6 +100,15 @@ def is_run_dir(path: Path) -> bool:
     return (path / "config.yaml").is_file() and (path / "run.json").is_file()
 
 
+def read_run_info(run_dir: Path) -> dict[str, Any]:
+    """The ``run.json`` of ``run_dir``; missing or not-a-run directories raise :class:`RunDirError`."""
+    if not run_dir.is_dir():
+        raise RunDirError(f"run directory not found: {run_dir}")
+    if not is_run_dir(run_dir):
+        raise RunDirError(f"{run_dir} is not a run directory (no config.yaml and run.json)")
+    return json.loads((run_dir / "run.json").read_text())
+
+
 class Run:
     """Everything a plugin's ``train``/``evaluate`` needs: logging, progress, checkpoints, device, config."""
 
@@ -172,13 +181,7 @@ class Run:
     def open(cls, run_dir: Path | str, *, device: str | None = None, resume: bool = True) -> Run:
         """Reopen an existing run (``--resume`` or ``platform eval``); not-a-run directories raise."""
         run_dir = Path(run_dir)
-        if not run_dir.is_dir():
-            raise RunDirError(f"run directory not found: {run_dir}")
-        if not is_run_dir(run_dir):
-            raise RunDirError(f"{run_dir} is not a run directory (no config.yaml and run.json)")
-        info = json.loads((run_dir / "run.json").read_text())
-        if resume and info.get("status") == "completed":
-            raise RunDirError(f"run {run_dir} already completed; see its summary.json (or `platform eval {run_dir}`)")
+        info = read_run_info(run_dir)
         plugin = registry("plugin").get(info["plugin"]).factory()
         data = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
         if device is not None:
