@@ -13,3 +13,16 @@ ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE_SRC = ROOT / "examples" / "plugin_template" / "src"
 if str(TEMPLATE_SRC) not in sys.path:
     sys.path.insert(0, str(TEMPLATE_SRC))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip tests marked ``cuda`` when no GPU is present (``benchmarks/gpu_suite.sh`` runs them on one)."""
+    import pytest
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run benchmarks/gpu_suite.sh on one)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from gymnasium import spaces
 
 from contrastlab.plugins.curl.buffer import FrameStackReplayBuffer
@@ -26,9 +27,32 @@ def episode_stream(rng: np.random.Generator, lengths: list[int]):
                 np.array([done]), [{"TimeLimit.truncated": truncated}]
 
 
-def make(capacity: int) -> FrameStackReplayBuffer:
+def make(capacity: int, device: str = "cpu", frames_on_device: bool | None = None) -> FrameStackReplayBuffer:
     obs_space = spaces.Box(0, 255, (C * K, H, H), np.uint8)
-    return FrameStackReplayBuffer(capacity, obs_space, spaces.Box(-1, 1, (2,), np.float32), device="cpu")
+    return FrameStackReplayBuffer(capacity, obs_space, spaces.Box(-1, 1, (2,), np.float32), device=device,
+                                  frames_on_device=frames_on_device)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("capacity", [1000, 23])
+def test_device_mirror_samples_equal_host_gather(capacity: int, device: str) -> None:
+    host, mirrored = make(capacity, device, frames_on_device=False), make(capacity, device, frames_on_device=True)
+    assert host.device_frames is None and mirrored.device_frames is not None
+    for item in episode_stream(np.random.default_rng(1), [5, 1, 8, 3, 12, 2, 7, 30]):
+        host.add(*item)
+        mirrored.add(*item)
+    idx = np.random.default_rng(2).integers(mirrored.oldest, mirrored.transitions, 64) % capacity
+    a, b = host._get_samples(idx), mirrored._get_samples(idx)
+    for field in ("observations", "next_observations", "actions", "rewards", "dones"):
+        x, y = getattr(a, field), getattr(b, field)
+        assert x.device == y.device and torch.equal(x, y), field
+    restored = make(capacity, device, frames_on_device=True)
+    restored.load_state_dict(mirrored.state_dict())
+    assert torch.equal(restored._get_samples(idx).observations, b.observations)
+
+
+def test_device_mirror_is_off_by_default_on_cpu() -> None:
+    assert make(50).device_frames is None
 
 
 @pytest.mark.parametrize("capacity", [1000, 23])

@@ -8,6 +8,12 @@ start clamped to it, which reproduces the "repeat the first frame" stacking of t
 
 It implements SB3's replay-buffer interface (``add``, ``sample``, ``size``, ``reset``) so it plugs into any
 off-policy algorithm through ``replay_buffer_class``. One environment (``n_envs=1``) is supported.
+
+On a CUDA device the frame ring is mirrored in GPU memory as uint8 (≈3 GiB for 100k transitions at 100 px) when it
+fits (``frames_on_device``): each new frame is copied once, and ``sample`` gathers the stacks on the GPU, so no
+frame stack crosses the PCIe bus and the host does no per-sample copying. ``obs`` and ``next_obs`` share ``k − 1``
+frames, so the ``k + 1`` frames of a transition are gathered once and both stacks are slices of them. The
+samples are identical to the host path (same indices, same frames).
 """
 
 from __future__ import annotations
@@ -39,8 +45,13 @@ class FrameStackReplayBuffer(BaseBuffer):
         optimize_memory_usage: bool = False,
         frame_channels: int = 3,
         handle_timeout_termination: bool = True,
+        frames_on_device: bool | None = None,
     ) -> None:
-        """Allocate ``buffer_size`` transitions and ``buffer_size + k`` frames (``k`` = stack depth)."""
+        """Allocate ``buffer_size`` transitions and ``buffer_size + k`` frames (``k`` = stack depth).
+
+        ``frames_on_device``: mirror the frames in the memory of ``device`` and gather stacks there; ``None``
+        (default) = on a CUDA device when the mirror takes at most half of the free GPU memory.
+        """
         super().__init__(buffer_size, observation_space, action_space, device, n_envs=n_envs)
         if n_envs != 1:
             raise ValueError("FrameStackReplayBuffer supports n_envs=1 only")
@@ -58,6 +69,12 @@ class FrameStackReplayBuffer(BaseBuffer):
         self.rewards = np.zeros(buffer_size, dtype=np.float32)
         self.dones = np.zeros(buffer_size, dtype=np.float32)
         self.timeouts = np.zeros(buffer_size, dtype=np.float32)
+        if frames_on_device is None:
+            frames_on_device = self.device.type == "cuda" and self.frames.nbytes <= _free_device_bytes(self.device) / 2
+        self.device_frames: torch.Tensor | None = (
+            torch.zeros(self.frames.shape, dtype=torch.uint8, device=self.device) if frames_on_device else None
+        )
+        """uint8 mirror of :attr:`frames` on ``device`` (or ``None``: stacks are gathered on the host)."""
         self.reset()
 
     # ------------------------------------------------------------------ bookkeeping
@@ -83,6 +100,8 @@ class FrameStackReplayBuffer(BaseBuffer):
     def _write_frame(self, frame: np.ndarray) -> int:
         position = self.frames_written
         self.frames[position % self.frame_capacity] = frame
+        if self.device_frames is not None:
+            self.device_frames[position % self.frame_capacity].copy_(torch.from_numpy(np.ascontiguousarray(frame)))
         self.frames_written += 1
         return position
 
@@ -158,18 +177,28 @@ class FrameStackReplayBuffer(BaseBuffer):
     def _get_samples(self, batch_inds: np.ndarray, env: VecNormalize | None = None) -> ReplayBufferSamples:
         """Rebuild the obs/next_obs stacks of the transitions at ring indices ``batch_inds``."""
         newest, start = self.next_frame[batch_inds], self.episode_start[batch_inds]
-        next_pos = self._stack_positions(newest, start)  # [n, k]
-        obs_pos = self._stack_positions(newest - 1, start)  # [n, k]
-        obs = self._gather(obs_pos)
-        next_obs = self._gather(next_pos)
+        if self.device_frames is not None:
+            obs_t, next_t = self._gather_on_device(newest, start)
+        else:
+            obs_t = torch.from_numpy(self._gather(self._stack_positions(newest - 1, start))).to(self.device)
+            next_t = torch.from_numpy(self._gather(self._stack_positions(newest, start))).to(self.device)
         not_timeout = 1.0 - self.timeouts[batch_inds]
         return ReplayBufferSamples(
-            observations=torch.from_numpy(obs).to(self.device),
+            observations=obs_t,
             actions=torch.from_numpy(self.actions[batch_inds]).to(self.device),
-            next_observations=torch.from_numpy(next_obs).to(self.device),
+            next_observations=next_t,
             dones=torch.from_numpy((self.dones[batch_inds] * not_timeout)[:, None]).to(self.device),
             rewards=torch.from_numpy(self.rewards[batch_inds][:, None]).to(self.device),
         )
+
+    def _gather_on_device(self, newest: np.ndarray, start: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """``obs`` and ``next_obs`` stacks ``[n, C·k, H, W]`` from the device mirror, ``k + 1`` frames each."""
+        assert self.device_frames is not None
+        positions = np.maximum(newest[:, None] + np.arange(-self.stack, 1)[None, :], start[:, None])  # [n, k+1]
+        index = torch.from_numpy(positions % self.frame_capacity).to(self.device, non_blocking=True)
+        frames = self.device_frames[index]  # [n, k+1, C, H, W]
+        n = frames.shape[0]
+        return frames[:, :-1].reshape(n, -1, *frames.shape[3:]), frames[:, 1:].reshape(n, -1, *frames.shape[3:])
 
     # ------------------------------------------------------------------ checkpoints
     _ARRAYS = ("next_frame", "episode_start", "actions", "rewards", "dones", "timeouts")
@@ -189,6 +218,8 @@ class FrameStackReplayBuffer(BaseBuffer):
         if frames.shape[1:] != self.frames.shape[1:] or len(frames) > self.frame_capacity:
             raise ValueError("replay buffer state does not match this buffer's shapes/capacity")
         self.frames[: len(frames)] = frames
+        if self.device_frames is not None:
+            self.device_frames[: len(frames)].copy_(torch.from_numpy(frames))
         for name in self._ARRAYS:
             values = state[name]
             getattr(self, name)[: len(values)] = values
@@ -196,3 +227,11 @@ class FrameStackReplayBuffer(BaseBuffer):
             setattr(self, name, state[name])
         self.pos = self.transitions % self.buffer_size
         self.full = self.transitions >= self.buffer_size
+
+
+def _free_device_bytes(device: torch.device) -> int:
+    """Free memory of a CUDA ``device`` in bytes (0 when it cannot be queried)."""
+    try:
+        return int(torch.cuda.mem_get_info(device)[0])
+    except (RuntimeError, AssertionError, ValueError):
+        return 0

@@ -1,0 +1,161 @@
+"""Collect what ``benchmarks/gpu_suite.sh`` measured into ``OUT/gpu_suite.json`` and a Markdown section.
+
+The section replaces the text between ``<!-- gpu-suite:begin -->`` and ``<!-- gpu-suite:end -->`` in
+``--results-md`` (appended, with the markers, when they are absent). Nothing is estimated: a step that did not
+run is reported as "not run". Usage::
+
+    python benchmarks/gpu_report.py --out gpu-suite --runs-dir gpu-suite/runs --results-md docs/results.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+from pathlib import Path
+from typing import Any
+
+BEGIN, END = "<!-- gpu-suite:begin -->", "<!-- gpu-suite:end -->"
+CURL_PAPER_CARTPOLE_100K = (582, 146)
+"""CURL paper, Table 1, cartpole-swingup at 100k environment steps: mean ± std over seeds."""
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def pytest_summary(out: Path) -> dict[str, Any] | None:
+    """Counts from the closing line of ``tests.log`` (``N passed, M skipped in T s``) and the exit code."""
+    log = out / "tests.log"
+    if not log.is_file():
+        return None
+    text = log.read_text()
+    counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected|tests? collected)",
+                                              text)}
+    rc = (out / "tests.rc").read_text().strip() if (out / "tests.rc").is_file() else None
+    return {"counts": counts, "exit_code": None if rc is None else int(rc)}
+
+
+def eval_curve(run_dir: Path, tag: str = "eval/episode_return") -> list[tuple[int, float]]:
+    """``(env frames, return)`` pairs logged in ``metrics.jsonl``."""
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [(int(r["step"]), float(r[tag])) for r in rows if r.get(tag) is not None]
+
+
+def collect_runs(runs_dir: Path) -> list[dict[str, Any]]:
+    """One record per finished or unfinished curl run under ``runs_dir/curl/<loss>/<name>``."""
+    records = []
+    for run_dir in sorted(runs_dir.glob("curl/*/*")):
+        summary = _read_json(run_dir / "summary.json")
+        info = _read_json(run_dir / "run.json") or {}
+        curve = eval_curve(run_dir)
+        rec: dict[str, Any] = {"name": run_dir.name, "loss": run_dir.parent.name, "finished": summary is not None,
+                               "curve": curve, "seed": info.get("seed")}
+        if summary is not None:
+            m = summary["metrics"]
+            rec.update(seed=summary.get("seed"), final_return=m.get("eval/episode_return"),
+                       env_frames=m.get("train/env_frames"), wall_time_s=summary.get("wall_time_s"),
+                       frames_per_second=m.get("perf/frames_per_second"),
+                       clamped_frac=m.get("train/clamped_frac"), loss_hparams=summary.get("loss_hparams"))
+        elif curve:
+            rec.update(env_frames=curve[-1][0], last_return=curve[-1][1])
+        records.append(rec)
+    return records
+
+
+def _fmt(x: Any, digits: int = 1) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def markdown(data: dict[str, Any], frames: int) -> str:
+    """The Markdown section for docs/results.md."""
+    dev = data.get("device") or {}
+    lines = [BEGIN, "", f"### GPU suite: {dev.get('device', 'unknown device')}", "",
+             f"`bash benchmarks/gpu_suite.sh` on **{dev.get('device')}**, torch {dev.get('torch')} "
+             f"(CUDA {dev.get('cuda')}), Python {dev.get('python')}."
+             + (" **Dry run (CPU, tiny sizes): not a measurement.**" if data.get("dry_run") else ""), ""]
+    tests = data.get("tests")
+    lines.append("- CUDA tests (`pytest -m cuda`): " + (
+        "not run" if tests is None else
+        ", ".join(f"{v} {k}" for k, v in tests["counts"].items()) + f" (exit code {tests['exit_code']})"))
+    curl = data.get("curl_reference")
+    if curl is None:
+        lines.append("- CURL updates/s: not run")
+    else:
+        lines.append(f"- CURL updates/s at batch {curl['batch']} (critic + contrastive every update, actor/α/targets "
+                     f"every 2nd; replay sampling and crops included), same GPU, alternating rounds: ours "
+                     f"**{curl['ours_updates_per_s']:.1f}**/s vs reference CURL "
+                     f"{curl['reference_updates_per_s']:.1f}/s "
+                     f"→ **{curl['speedup_vs_reference']:.2f}×** the reference.")
+    runs = data.get("runs") or []
+    if runs:
+        mean, std = CURL_PAPER_CARTPOLE_100K
+        lines += ["", f"cartpole-swingup, `--preset paper` (batch 512), {frames:,} env frames, all runs at once on the "
+                  f"one GPU. CURL paper (Table 1, 100k): {mean} ± {std}.", "",
+                  "| loss | seed | final return | env frames | wall (min) | frames/s | clamped frac | finished |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in runs:
+            ret = r.get("final_return", r.get("last_return"))
+            lines.append(f"| {r['loss']} | {r.get('seed')} | {_fmt(ret)} | {r.get('env_frames') or 0:,.0f} | "
+                         f"{_fmt((r.get('wall_time_s') or 0) / 60 if r.get('wall_time_s') else None)} | "
+                         f"{_fmt(r.get('frames_per_second'))} | {_fmt(r.get('clamped_frac'), 3)} | "
+                         f"{'yes' if r['finished'] else 'no'} |")
+        by_loss: dict[str, list[float]] = {}
+        for r in runs:
+            if r["finished"] and r.get("final_return") is not None:
+                by_loss.setdefault(r["loss"], []).append(r["final_return"])
+        for loss, vals in by_loss.items():
+            sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
+            lines.append(f"\n{loss}: mean final return {statistics.mean(vals):.1f} ± {sd:.1f} over {len(vals)} "
+                         f"seed(s) (target ≥ {mean}).")
+    else:
+        lines.append("- cartpole-swingup learning runs: not run")
+    losses_log = data.get("losses_log")
+    if losses_log:
+        lines += ["", "<details><summary>Loss benchmark on the GPU (benchmarks/losses.py --device cuda)</summary>",
+                  "", "```", losses_log.rstrip(), "```", "", "</details>"]
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def write_section(path: Path, section: str) -> None:
+    """Replace the marked section of ``path`` (or append it)."""
+    text = path.read_text() if path.is_file() else ""
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + section + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip() + ("\n\n" if text else "") + section + "\n"
+    path.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Collect, write the JSON and the Markdown section; return the collected data."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--runs-dir", type=Path, required=True)
+    p.add_argument("--results-md", type=Path, required=True)
+    p.add_argument("--frames", type=int, default=100_000)
+    p.add_argument("--dry-run", action="store_true")
+    args = p.parse_args(argv)
+    losses_log = args.out / "losses.log"
+    data = {
+        "dry_run": args.dry_run,
+        "device": _read_json(args.out / "device.json"),
+        "tests": pytest_summary(args.out),
+        "curl_reference": _read_json(args.out / "curl_reference.json"),
+        "runs": collect_runs(args.runs_dir),
+        "losses_log": losses_log.read_text() if losses_log.is_file() else None,
+    }
+    (args.out / "gpu_suite.json").write_text(json.dumps(data, indent=2))
+    write_section(args.results_md, markdown(data, args.frames))
+    print(f"wrote {args.out / 'gpu_suite.json'} and the gpu-suite section of {args.results_md}")
+    return data
+
+
+if __name__ == "__main__":
+    main()

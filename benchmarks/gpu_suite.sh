@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The GPU suite (issue 13): everything contrastlab measures on one CUDA GPU, in <= 40 minutes on an H100.
+#
+#   bash benchmarks/gpu_suite.sh                      # all steps, results into docs/results.md
+#   bash benchmarks/gpu_suite.sh --steps tests,losses,curl
+#   bash benchmarks/gpu_suite.sh --steps runs,report --frames 100000 --seeds "1 2" --losses "infonce dcl"
+#   bash benchmarks/gpu_suite.sh --dry-run            # tiny sizes on the CPU: checks the suite itself (tested)
+#
+# Steps (comma-separated in --steps; default: all of them, in this order):
+#   tests   pytest -m cuda (losses on the GPU against float64 CPU, bf16 autocast, CURL updates on the GPU)
+#   losses  benchmarks/losses.py --device cuda (every loss vs InfoNCE and vs paper-style code)
+#   curl    benchmarks/curl_reference.py: CURL updates/s at batch 512, ours vs the reference agent, same GPU
+#   runs    cartpole-swingup, --frames env frames (default 100k), paper preset, each loss × seed, all at once
+#           on the one GPU (runs that were interrupted are resumed when the suite is started again)
+#   report  benchmarks/gpu_report.py: OUT/gpu_suite.json and the table between the gpu-suite markers of
+#           --results-md (default docs/results.md; OUT/results.md with --dry-run)
+#
+# Logs and JSON go to --out (default gpu-suite/). PYTHON selects the interpreter (default .venv/bin/python
+# when present, else python3); CURL_REFERENCE_DIR the reference CURL agent for the `curl` step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+STEPS="tests,losses,curl,runs,report"
+OUT="gpu-suite"
+FRAMES=100000
+SEEDS="1 2"
+LOSSES="infonce dcl"
+DRY=0
+RESULTS_MD=""
+RUNS_DIR=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --steps) STEPS="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    --frames) FRAMES="$2"; shift 2 ;;
+    --seeds) SEEDS="$2"; shift 2 ;;
+    --losses) LOSSES="$2"; shift 2 ;;
+    --runs-dir) RUNS_DIR="$2"; shift 2 ;;
+    --results-md) RESULTS_MD="$2"; shift 2 ;;
+    --dry-run) DRY=1; shift ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu_suite.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+for step in ${STEPS//,/ }; do
+  case "$step" in tests|losses|curl|runs|report) ;; *)
+    echo "gpu_suite.sh: unknown step '$step'; valid: tests, losses, curl, runs, report" >&2; exit 2 ;;
+  esac
+done
+if [ -z "${PYTHON:-}" ]; then
+  if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
+fi
+export MUJOCO_GL="${MUJOCO_GL:-egl}" PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+RUNS_DIR="${RUNS_DIR:-$OUT/runs}"
+[ -n "$RESULTS_MD" ] || { if [ "$DRY" = 1 ]; then RESULTS_MD="$OUT/results.md"; else RESULTS_MD=docs/results.md; fi; }
+has() { [[ ",$STEPS," == *",$1,"* ]]; }
+log() { echo "[gpu-suite $(date +%H:%M:%S)] $*"; }
+
+if [ "$DRY" = 1 ]; then
+  DEVICE=cpu
+else
+  DEVICE=cuda
+  "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" \
+    || { echo "gpu_suite.sh: no CUDA GPU visible to $PYTHON (use --dry-run to check the suite on a CPU)" >&2; exit 2; }
+fi
+"$PYTHON" - "$OUT/device.json" "$DEVICE" <<'EOF'
+import json, platform, sys, torch
+name = torch.cuda.get_device_name() if sys.argv[2] == "cuda" else f"cpu ({platform.processor() or 'unknown'})"
+json.dump({"device": name, "torch": torch.__version__, "python": platform.python_version(),
+           "cuda": torch.version.cuda}, open(sys.argv[1], "w"), indent=2)
+print("device:", name, "torch", torch.__version__)
+EOF
+
+if has tests; then
+  log "tests: pytest -m cuda"
+  args=(-q -m cuda -p no:cacheprovider)
+  [ "$DRY" = 1 ] && args+=(--collect-only)
+  set +e; "$PYTHON" -m pytest "${args[@]}" 2>&1 | tee "$OUT/tests.log"; rc=${PIPESTATUS[0]}; set -e
+  echo "$rc" > "$OUT/tests.rc"
+fi
+
+if has losses; then
+  log "losses: benchmarks/losses.py --device $DEVICE"
+  if [ "$DRY" = 1 ]; then largs=(--device cpu --quick --threads 1); else largs=(--device cuda); fi
+  "$PYTHON" benchmarks/losses.py "${largs[@]}" 2>&1 | tee "$OUT/losses.log"
+fi
+
+if has curl; then
+  log "curl: updates/s at batch 512, ours vs the reference CURL"
+  if [ "$DRY" = 1 ]; then cargs=(--device cpu --batch 16 --updates 1 --rounds 1 --fill 40); \
+  else cargs=(--device cuda --batch 512 --updates 50 --rounds 3 --fill 1000); fi
+  "$PYTHON" benchmarks/curl_reference.py "${cargs[@]}" --json "$OUT/curl_reference.json" 2>&1 | tee "$OUT/curl.log"
+fi
+
+if has runs; then
+  if [ "$DRY" = 1 ]; then
+    rargs=(--preset smoke --device cpu --set "train.env_frames=$FRAMES" --set train.eval_every_frames=$FRAMES
+           --set train.eval_episodes=1 --set agent.init_steps=10 --set agent.batch_size=8
+           --set env.render_size=48 --set agent.crop=40 --set agent.hidden_dim=32 --set checkpoint_every=$FRAMES)
+  else
+    rargs=(--preset paper --device cuda --set "train.env_frames=$FRAMES")
+  fi
+  log "runs: cartpole-swingup, $FRAMES env frames, losses [$LOSSES] x seeds [$SEEDS], concurrently"
+  pids=()
+  for loss in $LOSSES; do
+    for seed in $SEEDS; do
+      name="cartpole-$loss-s$seed"
+      dir="$RUNS_DIR/curl/$loss/$name"
+      if [ -f "$dir/summary.json" ]; then log "  $name: finished earlier, skipped"; continue; fi
+      if [ -d "$dir" ]; then
+        log "  $name: resuming"
+        "$PYTHON" -m contrastlab.platform.cli train --resume "$dir" > "$OUT/$name.log" 2>&1 &
+      else
+        log "  $name: starting"
+        "$PYTHON" -m contrastlab.platform.cli train --plugin curl --loss "$loss" --seed "$seed" "${rargs[@]}" \
+          --set env.domain=cartpole --set env.task=swingup --logdir "$RUNS_DIR" --run-name "$name" \
+          > "$OUT/$name.log" 2>&1 &
+      fi
+      pids+=($!)
+    done
+  done
+  failed=0
+  for pid in "${pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
+  log "runs: done ($failed failed; logs in $OUT/)"
+fi
+
+if has report; then
+  log "report: $OUT/gpu_suite.json and $RESULTS_MD"
+  "$PYTHON" benchmarks/gpu_report.py --out "$OUT" --runs-dir "$RUNS_DIR" --results-md "$RESULTS_MD" \
+    --frames "$FRAMES" $([ "$DRY" = 1 ] && echo --dry-run)
+fi
+log "finished"
