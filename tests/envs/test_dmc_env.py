@@ -116,3 +116,16 @@ def test_bad_input_errors() -> None:
         DMCPixelEnv("cheetah", "walk")
     with pytest.raises(ConfigError, match="action_repeat"):
         DMCPixelEnv("cheetah", "run", action_repeat=0)
+
+
+@pytest.mark.parametrize(("domain", "task"), [("cartpole", "swingup"), ("reacher", "easy")])
+def test_full_quality_render_is_dm_controls_default(domain: str, task: str) -> None:
+    """``low_cost_render=False`` gives exactly ``physics.render`` (what CURL renders through dmc2gym)."""
+    env = DMCPixelEnv(domain, task, render_size=40, low_cost_render=False, seed=0)
+    obs, _ = env.reset(seed=2)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        reference = env._env.physics.render(40, 40, camera_id=0)  # dm-control's own renderer, default quality
+        assert np.array_equal(obs[-3:], reference.transpose(2, 0, 1))
+        obs, *_ = env.step(rng.uniform(-1, 1, env.action_space.shape))
+    env.close()

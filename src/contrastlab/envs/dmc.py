@@ -7,7 +7,9 @@ steps × action repeat.
 
 Rendering is the expensive part of a pixel environment. This module keeps one persistent MuJoCo camera per
 environment (dm-control's ``physics.render`` rebuilds a scene on every call) and, by default, renders without
-shadows and multi-sample anti-aliasing (``low_cost_render=True``); the images barely change.
+shadows and multi-sample anti-aliasing (``low_cost_render=True``, ≈5× faster). The low-cost images differ from
+dm-control's (on average 1-5 of 255 per pixel on most tasks, 23 on reacher-easy, almost all from the shadows);
+``low_cost_render=False`` renders exactly what ``physics.render`` (and so CURL, through dmc2gym) renders.
 """
 
 from __future__ import annotations

@@ -6,20 +6,26 @@ Srinivas, Laskin & Abbeel, "CURL" (2020), §4 and appendix A; the debiased varia
 1. sample a batch of uint8 stacks; crop on the training device: one random crop of ``obs`` (the critic input and
    the contrastive anchor), ``M`` further random crops of ``obs`` (the positive keys), one of ``next_obs``;
 2. critic update: ``y = r + γ(1-d)(min_i Q̄_i(s', a') - α log π(a'|s'))``, ``a' ~ π(·|s')``; the loss
-   ``Σ_i MSE(Q_i(s, a), y)`` trains the Q-heads *and the encoder*;
-3. every ``actor_update_freq`` steps: actor and entropy-temperature update on detached conv features (the conv
-   output of step 2, as DrQ-v2 reuses its encoder output), target entropy ``-|A|``;
+   ``Σ_i MSE(Q_i(s, a), y)`` trains the Q-heads *and the encoder* (one Adam step of the critic optimiser);
+3. every ``actor_update_freq`` steps: actor and entropy-temperature update on detached conv features, target
+   entropy ``-|A|``. ``actor_features="recompute"`` encodes ``obs`` again with the encoder just updated in step 2,
+   as CURL's code does; ``"reuse"`` reuses the conv output of step 2 (one conv forward less, as DrQ-v2 does).
+   The temperature loss is CURL's ``α·(-log π - H̄)`` (``alpha_loss="alpha"``) or SB3's ``log α·(-log π - H̄)``
+   (``"log_alpha"``); their gradients w.r.t. ``log α`` differ by the factor ``α``;
 4. every ``target_update_freq`` steps: EMA of the Q-heads (``τ = critic_tau``) and of the encoder into the key
    encoder (``τ = encoder_tau``);
 5. contrastive update: ``q = f_θ(anchor)``, ``k_m = f_ξ(pos_m)`` (no gradient), the sampler turns ``(q, {k_m})``
    into a :class:`~contrastlab.ContrastiveBatch` (bilinear ``qᵀWk`` by default; negatives = the other keys) and
-   any registered loss is minimised. One Adam optimiser over the encoder, the sampler (``W``) and the loss takes
-   one step: the reference code's second encoder step (its issues #20/#28) is not reproduced.
+   any registered loss is minimised by one Adam optimiser over the encoder, the sampler (``W``) and the loss.
+   ``contrastive_encoder_steps = k`` gives the encoder ``k`` identical Adam steps of this gradient: CURL's code
+   holds the encoder in two optimisers (``encoder_optimizer`` and ``cpc_optimizer``, its issues #20/#28), which
+   see the same gradients, keep the same moments and so move it twice as far; here that is the encoder's
+   parameter group at ``k ×`` the learning rate, the same update in one optimiser.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -29,7 +35,10 @@ from stable_baselines3.common.utils import polyak_update
 from torch import Tensor, nn
 
 from contrastlab.plugins.curl.augment import random_crop, random_crops
-from contrastlab.plugins.curl.policy import CurlSACPolicy, q_values
+from contrastlab.plugins.curl.policy import CurlSACPolicy, LogStdSquash, q_values
+
+AlphaLoss = Literal["alpha", "log_alpha"]
+ActorFeatures = Literal["recompute", "reuse"]
 
 
 def top1_accuracy(batch: Any) -> float:
@@ -43,7 +52,8 @@ class CurlSAC(SAC):
 
     ``loss`` and ``sampler`` are registered components (``cl.make_loss``, ``cl.make_sampler``); the sampler is
     called as ``sampler(queries [B, d], keys)`` with ``keys`` one ``[B, d]`` tensor (``M = 1``) or a list of
-    ``M`` of them. Other keyword arguments go to ``SAC``.
+    ``M`` of them. ``alpha_loss``, ``actor_features``, ``contrastive_encoder_steps`` and ``log_std_squash`` choose
+    between CURL's code and the cheaper or SB3 forms (module docstring). Other keyword arguments go to ``SAC``.
     """
 
     policy: CurlSACPolicy
@@ -69,11 +79,23 @@ class CurlSAC(SAC):
         encoder_tau: float = 0.05,
         actor_update_freq: int = 2,
         target_update_freq: int = 2,
+        alpha_loss: AlphaLoss = "alpha",
+        actor_features: ActorFeatures = "reuse",
+        contrastive_encoder_steps: int = 1,
+        log_std_squash: LogStdSquash = "tanh",
         **sac_kwargs: Any,
     ) -> None:
         """Build the agent; see the module docstring for the meaning of every setting (CURL appendix A)."""
         if num_positives < 1:
             raise ValueError(f"num_positives must be >= 1, got {num_positives}")
+        if contrastive_encoder_steps < 1:
+            raise ValueError(f"contrastive_encoder_steps must be >= 1, got {contrastive_encoder_steps}")
+        if alpha_loss not in ("alpha", "log_alpha"):
+            raise ValueError(f"alpha_loss must be 'alpha' or 'log_alpha', got {alpha_loss!r}")
+        if actor_features not in ("recompute", "reuse"):
+            raise ValueError(f"actor_features must be 'recompute' or 'reuse', got {actor_features!r}")
+        self.alpha_loss, self.actor_features = alpha_loss, actor_features
+        self.contrastive_encoder_steps = contrastive_encoder_steps
         self.contrastive_loss, self.sampler = loss, sampler
         self.num_positives, self.crop = num_positives, crop
         self.encoder_lr, self.alpha_lr, self.alpha_beta = encoder_lr, alpha_lr, alpha_beta
@@ -81,7 +103,8 @@ class CurlSAC(SAC):
         self.stats: dict[str, float] = {}
         self._stat_sums: dict[str, list[float]] = {}
         policy_kwargs = dict(net_arch=[hidden_dim, hidden_dim], crop=crop, encoder=encoder,
-                             encoder_hparams=encoder_hparams, actor_lr=actor_lr, critic_lr=critic_lr)
+                             encoder_hparams=encoder_hparams, actor_lr=actor_lr, critic_lr=critic_lr,
+                             log_std_squash=log_std_squash)
         policy_kwargs.update(sac_kwargs.pop("policy_kwargs", None) or {})
         super().__init__(
             CurlSACPolicy, env, learning_rate=critic_lr, tau=critic_tau, ent_coef=f"auto_{init_temperature}",
@@ -94,8 +117,10 @@ class CurlSAC(SAC):
                                                    betas=(self.alpha_beta, 0.999))
         self.contrastive_loss.to(self.device)
         self.sampler.to(self.device)
-        params = [*self.policy.encoder.parameters(), *self.sampler.parameters(), *self.contrastive_loss.parameters()]
-        self.contrastive_optimizer = torch.optim.Adam(params, lr=self.encoder_lr, betas=self.policy.betas)
+        encoder_lr = self.encoder_lr * self.contrastive_encoder_steps  # k identical Adam steps (module docstring)
+        groups = [{"params": list(self.policy.encoder.parameters()), "lr": encoder_lr},
+                  {"params": [*self.sampler.parameters(), *self.contrastive_loss.parameters()]}]
+        self.contrastive_optimizer = torch.optim.Adam(groups, lr=self.encoder_lr, betas=self.policy.betas)
 
     def _excluded_save_params(self) -> list[str]:
         return [*super()._excluded_save_params(), "contrastive_loss", "sampler", "contrastive_optimizer"]
@@ -143,6 +168,9 @@ class CurlSAC(SAC):
 
         # 3. actor and temperature on detached conv features
         if self._n_updates % self.actor_update_freq == 0:
+            if self.actor_features == "recompute":  # with the encoder the critic step just updated
+                with torch.no_grad():
+                    trunk_out = encoder.trunk(obs)
             trunk_out = trunk_out.detach()
             actions_pi, log_prob = self.policy.actor_from_trunk(trunk_out)  # [B, A], [B]
             with torch.no_grad():
@@ -153,7 +181,7 @@ class CurlSAC(SAC):
             actor_loss.backward()
             self.actor.optimizer.step()
             critic.optimizer.zero_grad(set_to_none=True)  # drop the actor loss' gradients on the Q-heads
-            alpha_loss = -(self.log_ent_coef * (log_prob.detach() + self.target_entropy)).mean()
+            alpha_loss = self.temperature_loss(log_prob)
             self.ent_coef_optimizer.zero_grad(set_to_none=True)  # type: ignore[union-attr]
             alpha_loss.backward()
             self.ent_coef_optimizer.step()  # type: ignore[union-attr]
@@ -167,6 +195,17 @@ class CurlSAC(SAC):
         # 5. contrastive update
         stats.update(self.contrastive_update(obs, positives))
         return stats
+
+    def temperature_loss(self, log_prob: Tensor) -> Tensor:
+        """The entropy-temperature loss of log-probabilities ``[B]`` of fresh actions (gradient only to log α).
+
+        ``alpha_loss="alpha"`` (CURL): ``mean(α · (-log π - H̄))`` with ``α = exp(log α)``, so
+        ``∂/∂log α = α · mean(-log π - H̄)``; ``"log_alpha"`` (SB3): ``mean(log α · (-log π - H̄))``, gradient
+        ``mean(-log π - H̄)``. Both push α up when the entropy ``-log π`` is below the target ``H̄ = -|A|``.
+        """
+        gap = (-log_prob.detach() - self.target_entropy)  # [B]
+        coef = torch.exp(self.log_ent_coef) if self.alpha_loss == "alpha" else self.log_ent_coef
+        return (coef * gap).mean()
 
     def contrastive_update(self, anchor: Tensor, positives: list[Tensor]) -> dict[str, float]:
         """One step of the registered loss on ``(f_θ(anchor), [f_ξ(p) for p in positives])``."""

@@ -6,7 +6,7 @@ Steps are counted in *environment frames* (agent steps × action repeat), the un
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -29,7 +29,8 @@ class EnvSection(Section):
     camera_id: int = 0
     """MuJoCo camera to render (CURL: 0)."""
     low_cost_render: bool = True
-    """Render without shadows and MSAA (≈5× faster, nearly identical images); false = full quality."""
+    """Render without shadows and MSAA (≈5× faster; the images differ, most on reacher); false = dm-control's
+    default quality, which CURL trains on (the ``paper`` preset)."""
 
 
 class AgentSection(Section):
@@ -65,6 +66,15 @@ class AgentSection(Section):
     """Update the targets every this many updates (CURL: 2)."""
     num_positives: int = Field(default=1, ge=1)
     """Positive keys per anchor, M (each another random crop); M = 2 reproduces DCL Table 3's M = 2 rows."""
+    alpha_loss: Literal["alpha", "log_alpha"] = "alpha"
+    """Temperature loss: ``alpha`` = CURL's ``α·(-log π - H̄)``; ``log_alpha`` = SB3's ``log α·(-log π - H̄)``."""
+    log_std_squash: Literal["tanh", "clamp"] = "tanh"
+    """Actor log σ bound: ``tanh`` = CURL's tanh rescaled into [-10, 2]; ``clamp`` = SB3's clip to [-20, 2]."""
+    contrastive_encoder_steps: int = Field(default=1, ge=1)
+    """Adam steps of the contrastive gradient on the encoder per update (CURL's code: 2, its issues #20/#28)."""
+    actor_features: Literal["recompute", "reuse"] = "reuse"
+    """Actor/α input: ``recompute`` the detached conv features after the critic step (CURL's code) or ``reuse``
+    those computed before it (one conv forward less per actor update)."""
 
     def learning_rate(self, domain: str) -> float:
         """The actor/critic/encoder learning rate for ``domain`` (``lr`` or CURL's per-task value)."""
@@ -112,7 +122,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "sampler": {"name": "query_key"},
         "encoder": {"name": "pixel_conv"},
         "checkpoint_every": 800,
-        "env": {"domain": "cartpole", "task": "swingup"},
+        "env": {"domain": "cartpole", "task": "swingup", "low_cost_render": True},
         "agent": {"batch_size": 32, "buffer_size": 5000, "init_steps": 100},
         "train": {"env_frames": 1600, "eval_every_frames": 800, "log_every_frames": 400, "eval_episodes": 2},
     },
@@ -120,8 +130,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         "sampler": {"name": "query_key"},
         "encoder": {"name": "pixel_conv"},
         "checkpoint_every": 50_000,
-        "agent": {"batch_size": 512, "buffer_size": 100_000, "init_steps": 1000},
+        "env": {"low_cost_render": False},
+        "agent": {"batch_size": 512, "buffer_size": 100_000, "init_steps": 1000, "alpha_loss": "alpha",
+                  "log_std_squash": "tanh", "contrastive_encoder_steps": 2, "actor_features": "recompute"},
         "train": {"env_frames": 100_000, "eval_every_frames": 10_000, "eval_episodes": 10},
     },
 }
-"""``smoke``: a CPU check in < 3 minutes; ``paper``: CURL's settings (``--set train.env_frames=500000`` for 500k)."""
+"""``smoke``: a CPU check in < 3 minutes, low-cost rendering; ``paper``: CURL's settings and, where the paper is
+silent, its code's (full-quality rendering, the encoder's two contrastive Adam steps, recomputed actor features;
+docs/curl.md, "Paper fidelity"); ``--set train.env_frames=500000`` for the 500k budget."""

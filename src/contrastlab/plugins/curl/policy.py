@@ -7,6 +7,9 @@ the *actor*. CURL (Srinivas et al. 2020, §4.5/appendix A, after SAC-AE) does th
 * the actor reuses the critic's conv trunk (tied weights) on *detached* features, with its own Linear/LayerNorm;
 * the critic target holds a separate copy of the encoder, updated as an EMA; it is also CURL's key encoder.
 
+The actor's log σ is bounded as CURL's actor does (``log_std_squash="tanh"``: ``tanh`` rescaled into
+``[-10, 2]``) or as SB3's does (``"clamp"``: clipped to ``[-20, 2]``); see :func:`squash_log_std`.
+
 Observations larger than the encoder input (100 px renders) are centre-cropped inside the features extractor,
 so ``model.predict(obs)`` on raw environment observations evaluates on the centre crop, as CURL does.
 """
@@ -14,17 +17,38 @@ so ``model.predict(obs)`` on raw environment observations evaluates on the centr
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.common.type_aliases import PyTorchObs
 from stable_baselines3.sac.policies import LOG_STD_MAX, LOG_STD_MIN, Actor, SACPolicy
 from torch import Tensor, nn
 
 import contrastlab as cl
 from contrastlab.encoders.pixel_conv import curl_weight_init
 from contrastlab.plugins.curl.augment import center_crop
+
+LogStdSquash = Literal["tanh", "clamp"]
+CURL_LOG_STD_BOUNDS = (-10.0, 2.0)
+"""``(log_std_min, log_std_max)`` of CURL's actor (its ``actor_log_std_min/max``), used by ``"tanh"``."""
+SB3_LOG_STD_BOUNDS = (float(LOG_STD_MIN), float(LOG_STD_MAX))
+"""SB3's clamp range ``[-20, 2]``, used by ``"clamp"``."""
+
+
+def squash_log_std(raw: Tensor, mode: LogStdSquash = "tanh") -> Tensor:
+    """Bound the actor's raw log σ output.
+
+    ``"tanh"`` (CURL): ``lo + ½(hi - lo)(tanh(raw) + 1)`` with ``(lo, hi) = (-10, 2)``, smooth, gradients everywhere.
+    ``"clamp"`` (SB3): ``clamp(raw, -20, 2)``, the identity inside the range and zero gradient outside it.
+    """
+    if mode == "tanh":
+        lo, hi = CURL_LOG_STD_BOUNDS
+        return lo + 0.5 * (hi - lo) * (torch.tanh(raw) + 1.0)
+    if mode == "clamp":
+        return torch.clamp(raw, *SB3_LOG_STD_BOUNDS)
+    raise ValueError(f"log_std_squash must be 'tanh' or 'clamp', got {mode!r}")
 
 
 class CurlFeatures(BaseFeaturesExtractor):
@@ -90,11 +114,42 @@ class ActorFeatures(BaseFeaturesExtractor):
         return self.head(trunk_out.detach())
 
 
+class CurlActor(Actor):
+    """SB3's squashed-Gaussian ``Actor`` whose log σ is bounded by :func:`squash_log_std` (``log_std_squash``).
+
+    Every path goes through :meth:`get_action_dist_params` (rollouts, ``predict``, ``action_log_prob``) or through
+    :meth:`CurlSACPolicy.actor_from_trunk` (the CURL update), and both apply the same squashing.
+    """
+
+    def __init__(self, *args: Any, log_std_squash: LogStdSquash = "tanh", **kwargs: Any) -> None:
+        """Arguments of SB3's ``Actor`` plus ``log_std_squash`` (``"tanh"``: CURL, ``"clamp"``: SB3)."""
+        super().__init__(*args, **kwargs)
+        if self.use_sde:
+            raise ValueError("the curl plugin's actor does not support gSDE")
+        if log_std_squash not in ("tanh", "clamp"):
+            raise ValueError(f"log_std_squash must be 'tanh' or 'clamp', got {log_std_squash!r}")
+        self.log_std_squash = log_std_squash
+
+    def dist_params(self, features: Tensor) -> tuple[Tensor, Tensor]:
+        """Mean and bounded log σ ``([B, A], [B, A])`` from the actor's features."""
+        latent = self.latent_pi(features)
+        return self.mu(latent), squash_log_std(self.log_std(latent), self.log_std_squash)  # type: ignore[operator]
+
+    def get_action_dist_params(self, obs: PyTorchObs) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+        """Mean, bounded log σ and no extra arguments for the action distribution of ``obs``."""
+        mean, log_std = self.dist_params(self.extract_features(obs, self.features_extractor))
+        return mean, log_std, {}
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        return {**super()._get_constructor_parameters(), "log_std_squash": self.log_std_squash}
+
+
 class CurlSACPolicy(SACPolicy):
     """SAC policy with CURL's encoder arrangement (see the module docstring).
 
-    Extra constructor arguments: ``actor_lr``, ``critic_lr`` and ``betas`` (Adam), and ``crop``/``encoder``/
-    ``encoder_hparams`` forwarded to :class:`CurlFeatures`. Linear layers use CURL's orthogonal init.
+    Extra constructor arguments: ``actor_lr``, ``critic_lr`` and ``betas`` (Adam), ``log_std_squash`` (see
+    :func:`squash_log_std`), and ``crop``/``encoder``/``encoder_hparams`` forwarded to :class:`CurlFeatures`.
+    Linear layers use CURL's orthogonal init.
     """
 
     def __init__(
@@ -109,10 +164,12 @@ class CurlSACPolicy(SACPolicy):
         actor_lr: float = 1e-3,
         critic_lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
+        log_std_squash: LogStdSquash = "tanh",
         **kwargs: Any,
     ) -> None:
         """``net_arch`` defaults to CURL's two hidden layers of 1024 for actor and critics."""
         self.actor_lr, self.critic_lr, self.betas = actor_lr, critic_lr, tuple(betas)
+        self.log_std_squash = log_std_squash
         kwargs.setdefault("features_extractor_class", CurlFeatures)
         kwargs["features_extractor_kwargs"] = {"crop": crop, "encoder": encoder, "encoder_hparams": encoder_hparams}
         kwargs["share_features_extractor"] = False
@@ -132,11 +189,17 @@ class CurlSACPolicy(SACPolicy):
         self.actor.optimizer = torch.optim.Adam(self.actor.parameters(), lr=self.actor_lr, betas=self.betas)
         self.critic.optimizer = torch.optim.Adam(self.critic.parameters(), lr=self.critic_lr, betas=self.betas)
 
+    def make_actor(self, features_extractor: BaseFeaturesExtractor | None = None) -> CurlActor:
+        """A :class:`CurlActor` (log σ bounded by ``log_std_squash``) on ``features_extractor``."""
+        actor_kwargs = self._update_features_extractor(self.actor_kwargs, features_extractor)
+        return CurlActor(**actor_kwargs, log_std_squash=self.log_std_squash).to(self.device)
+
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
         fe = self.features_extractor_kwargs
         data.update(crop=fe["crop"], encoder=fe["encoder"], encoder_hparams=fe["encoder_hparams"],
-                    actor_lr=self.actor_lr, critic_lr=self.critic_lr, betas=self.betas)
+                    actor_lr=self.actor_lr, critic_lr=self.critic_lr, betas=self.betas,
+                    log_std_squash=self.log_std_squash)
         data.pop("features_extractor_kwargs", None)
         data.pop("share_features_extractor", None)
         return data
@@ -154,10 +217,8 @@ class CurlSACPolicy(SACPolicy):
 
     def actor_from_trunk(self, trunk_out: Tensor) -> tuple[Tensor, Tensor]:
         """Sampled squashed actions and log-probabilities ``([B, A], [B])`` from conv-trunk features."""
-        actor: Actor = self.actor
-        latent = actor.latent_pi(actor.features_extractor.head_forward(trunk_out))
-        mean = actor.mu(latent)
-        log_std = torch.clamp(actor.log_std(latent), LOG_STD_MIN, LOG_STD_MAX)
+        actor: CurlActor = self.actor  # type: ignore[assignment]
+        mean, log_std = actor.dist_params(actor.features_extractor.head_forward(trunk_out))
         return actor.action_dist.log_prob_from_params(mean, log_std)
 
 

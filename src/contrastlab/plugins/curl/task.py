@@ -67,7 +67,9 @@ def make_agent(config: CurlConfig, env: Any, device: torch.device | str) -> Any:
         encoder_hparams=config.encoder.hparams(), hidden_dim=a.hidden_dim, actor_lr=lr, critic_lr=lr,
         encoder_lr=lr, alpha_lr=a.alpha_lr, alpha_beta=a.alpha_beta, init_temperature=a.init_temperature,
         critic_tau=a.critic_tau, encoder_tau=a.encoder_tau, actor_update_freq=a.actor_update_freq,
-        target_update_freq=a.target_update_freq, buffer_size=a.buffer_size, learning_starts=a.init_steps,
+        target_update_freq=a.target_update_freq, alpha_loss=a.alpha_loss, actor_features=a.actor_features,
+        contrastive_encoder_steps=a.contrastive_encoder_steps, log_std_squash=a.log_std_squash,
+        buffer_size=a.buffer_size, learning_starts=a.init_steps,
         batch_size=a.batch_size, gamma=a.gamma, train_freq=1, gradient_steps=1,
         replay_buffer_class=FrameStackReplayBuffer, seed=config.seed, device=device, verbose=0,
     )
