@@ -85,6 +85,16 @@ def _floor(b: ContrastiveBatch, i: int) -> float:
     return float(fl[i]) if isinstance(fl, torch.Tensor) else float(fl)
 
 
+def _neg_floor(b: ContrastiveBatch, i: int, ln: torch.Tensor, false_fraction: float):
+    """Floor of the debiased negative mass N·g of row ``i``: ``N e^{ℓ_min}`` ("bound") or, for "trimmed",
+    N × the mean of the ceil((1 − π) N) smallest e^{ℓ_j} (a tensor, so gradients flow like the library's)."""
+    N = ln.numel()
+    if b.negative_floor == "trimmed":
+        keep = max(1, math.ceil((1 - false_fraction) * N - 1e-9))
+        return N * torch.sort(torch.exp(ln)).values[:keep].mean()
+    return torch.as_tensor(N * math.exp(_floor(b, i)), dtype=ln.dtype)
+
+
 def ref_infonce(b):
     out = []
     for _, lp, ln, _, _ in _rows(b):
@@ -100,7 +110,7 @@ def ref_dcl(b, tau_plus):
         pos = torch.exp(lp[0])
         posbar = torch.exp(lp).mean()
         ng = (torch.exp(ln).sum() - N * tau_plus * posbar) / (1 - tau_plus)
-        ng = torch.clamp(ng, min=N * math.exp(_floor(b, i)))
+        ng = torch.maximum(ng, _neg_floor(b, i, ln, tau_plus))
         out.append(-torch.log(pos / (pos + ng)))
     return torch.stack(out)
 
@@ -114,7 +124,7 @@ def ref_hcl(b, tau_plus, beta):
         reweight = (imp * neg).sum() / imp.mean()
         pos = torch.exp(lp[0])
         ng = (reweight - N * tau_plus * torch.exp(lp).mean()) / (1 - tau_plus)
-        ng = torch.clamp(ng, min=N * math.exp(_floor(b, i)))
+        ng = torch.maximum(ng, _neg_floor(b, i, ln, tau_plus))
         out.append(-torch.log(pos / (pos + ng)))
     return torch.stack(out)
 
@@ -124,7 +134,7 @@ def ref_pucl(b, alpha, c):
     for i, lp, ln, _, _ in _rows(b):
         N = ln.numel()
         mu = (1 - alpha * c) / (1 - alpha) * torch.exp(ln).mean() - alpha * (1 - c) / (1 - alpha) * torch.exp(lp).mean()
-        mu = torch.clamp(mu, min=math.exp(_floor(b, i)))
+        mu = torch.maximum(mu, _neg_floor(b, i, ln, alpha * (1 - c) / (1 - alpha * c)) / N)
         pos = torch.exp(lp[0])
         out.append(-torch.log(pos / (pos + N * mu)))
     return torch.stack(out)

@@ -242,6 +242,11 @@ class ContrastiveLoss(nn.Module):
         """``mean`` (default, over all anchors of all ranks), ``sum``, or ``none`` (``[A]`` local losses)."""
         self.labels_ignored = False
         """Set to True once a call passed labels to a loss that must not read them (they were stripped)."""
+        self.stats_sink: dict[str, Tensor] = {}
+        """Statistics the current call's :meth:`per_anchor` records (emptied at the start of every call)."""
+        self.last_stats: dict[str, Tensor] = {}
+        """Detached 0-d tensors from the last call, e.g. ``clamped_frac`` (fraction of anchors at the floor or
+        guard) for DCL/HCL/PUCL/DebiasedPos; tensors, so reading them is the caller's only host sync."""
         for hp in self.hyperparameters:
             value = hparams.get(hp.name, hp.default)
             hp.validate(value, f"loss '{self.name}'")
@@ -268,8 +273,10 @@ class ContrastiveLoss(nn.Module):
                 f"loss '{self.name}' needs observed labels ({'/'.join(sorted(self.label_kinds))}); "
                 "pass labels=... to the sampler"
             )
+        self.stats_sink = {}
         with torch.autocast(device_type=batch.neg_logits.device.type, enabled=False):
             per = self.per_anchor(batch)
+        self.last_stats = self.stats_sink
         return reduce_anchors(per, batch, self.reduction)
 
     def extra_repr(self) -> str:

@@ -50,6 +50,14 @@ class ContrastiveBatch:
     ``[A]`` tensor is a per-row floor (the bilinear ``query_key`` sampler uses each row's smallest negative logit).
     See :meth:`floor`.
     """
+    negative_floor: str = "bound"
+    """How DCL/HCL/PUCL floor their debiased negative mass ``N·ĝ`` (see :mod:`contrastlab.losses.floors`).
+
+    ``"bound"`` (the papers' rule): ``N e^{ℓ_min}`` with ``ℓ_min`` from :meth:`floor` (``-1/t`` for cosine
+    logits). ``"trimmed"`` (this project's rule for unbounded logits, the ``query_key`` sampler's default with
+    bilinear scores): ``N`` times the mean of the ``⌈(1−π)N⌉`` smallest ``e^{ℓ_j}`` of the row, where ``π`` is the
+    loss's false-negative fraction (``τ⁺`` for DCL/HCL); it carries gradient.
+    """
     anchor_labels: Tensor | None = None
     """``[A]`` long observed label of each anchor (class id >= 0, or -1 unlabeled)."""
     pos_labels: Tensor | None = None

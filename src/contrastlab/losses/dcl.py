@@ -15,7 +15,9 @@ DCL (eq. 7 and Fig. 3 of [0]), per anchor with ``N`` valid negatives ``u_j`` and
     L  = -log( e^{ℓ⁺} / (e^{ℓ⁺} + Ng) )
 
 ``ℓ_min = -1/t`` for cosine logits (DCL's "theoretical minimum" ``e^{-1/t}``), or the batch's
-``floor_logit``. HCL replaces ``Σ_j e^{ℓ_j}`` by the importance-weighted ``Σ_j w_j e^{ℓ_j}`` with
+``floor_logit``. For unbounded (bilinear) logits the ``query_key`` sampler selects the ``"trimmed"`` floor
+instead (``N`` × mean of the ``⌈τ⁻N⌉`` smallest ``e^{ℓ_j}``; :mod:`contrastlab.losses.floors`).
+HCL replaces ``Σ_j e^{ℓ_j}`` by the importance-weighted ``Σ_j w_j e^{ℓ_j}`` with
 ``w_j = N e^{βℓ_j} / Σ_k e^{βℓ_k}`` (rows sum to ``N``); ``β = 0`` is DCL. In log-space
 ``log Σ_j w_j e^{ℓ_j} = log N + lse((1+β)ℓ) − lse(βℓ)``. The reference code does not detach ``w``.
 """
@@ -30,7 +32,6 @@ from torch import Tensor
 from contrastlab.losses.base import (
     NEG,
     ContrastiveLoss,
-    floor_logits,
     is_bool,
     log_sub_clamped,
     masked_lse,
@@ -42,18 +43,22 @@ from contrastlab.losses.base import (
     unit_interval_open,
 )
 from contrastlab.losses.batch import ContrastiveBatch
+from contrastlab.losses.floors import log_negative_floor, record_clamped
 from contrastlab.losses.kernels import tilted_log_ratio, weighted_lse
 from contrastlab.platform.registry import HParam
 
 
 def corrected_log_mass(
-    batch: ContrastiveBatch, log_unlabeled: Tensor, coef_unlabeled: float, coef_positive: float
+    batch: ContrastiveBatch, log_unlabeled: Tensor, coef_unlabeled: float, coef_positive: float,
+    stats: dict[str, Tensor] | None = None,
 ) -> Tensor:
-    """``[A]`` ``log max(c_u · U − c_p · N · P̄, N e^{ℓ_min})``, the debiased negative mass shared by DCL,
+    """``[A]`` ``log max(c_u · U − c_p · N · P̄, floor)``, the debiased negative mass shared by DCL,
     HCL and PUCL.
 
     ``U = e^{log_unlabeled}`` is the (possibly reweighted) sum over the ``N`` negatives, ``P̄`` the mean
-    score of the ``M`` positives.
+    score of the ``M`` positives; ``floor`` follows ``batch.negative_floor`` with false-negative fraction
+    ``π = c_p / c_u`` (:func:`~contrastlab.losses.floors.log_negative_floor`). The fraction of anchors at the
+    floor goes to ``stats["clamped_frac"]`` when ``stats`` is given.
     """
     log_n = safe_log(neg_count(batch))
     log_a = log_unlabeled + math.log(coef_unlabeled)
@@ -63,18 +68,23 @@ def corrected_log_mass(
         log_b = log_n + log_pbar + math.log(coef_positive)
     else:
         log_b = torch.full_like(log_a, NEG)
-    return log_sub_clamped(log_a, log_b, log_n + floor_logits(batch))
+    log_floor = log_negative_floor(batch, coef_positive / coef_unlabeled)
+    out = log_sub_clamped(log_a, log_b, log_floor)
+    if stats is not None:
+        record_clamped(stats, out <= log_floor)
+    return out
 
 
-def dcl_terms(batch: ContrastiveBatch, tau_plus: float) -> Tensor:
+def dcl_terms(batch: ContrastiveBatch, tau_plus: float, stats: dict[str, Tensor] | None = None) -> Tensor:
     """``[A]`` per-anchor DCL (Chuang et al. 2020, eq. 7) on a validated, compute-dtype batch."""
     log_s = masked_lse(batch.neg_logits, batch.neg_mask)
     tm = 1.0 - tau_plus
-    log_ng = corrected_log_mass(batch, log_s, 1.0 / tm, tau_plus / tm)
+    log_ng = corrected_log_mass(batch, log_s, 1.0 / tm, tau_plus / tm, stats)
     return nll_from_mass(log_ng, batch.pos_logits[:, 0])
 
 
-def hcl_terms(batch: ContrastiveBatch, tau_plus: float, beta: float, detach_weights: bool = False) -> Tensor:
+def hcl_terms(batch: ContrastiveBatch, tau_plus: float, beta: float, detach_weights: bool = False,
+              stats: dict[str, Tensor] | None = None) -> Tensor:
     """``[A]`` per-anchor HCL (Robinson et al. 2021, official estimator) on a validated batch."""
     ln, mask = batch.neg_logits, batch.neg_mask
     n = neg_count(batch)
@@ -88,7 +98,7 @@ def hcl_terms(batch: ContrastiveBatch, tau_plus: float, beta: float, detach_weig
     else:  # log Σ_j w_j e^{ℓ_j} = log N + lse((1+β)ℓ) − lse(βℓ), fused
         log_sw = safe_log(n) + tilted_log_ratio(ln, mask, beta)
     tm = 1.0 - tau_plus
-    log_ng = corrected_log_mass(batch, log_sw, 1.0 / tm, tau_plus / tm)
+    log_ng = corrected_log_mass(batch, log_sw, 1.0 / tm, tau_plus / tm, stats)
     return nll_from_mass(log_ng, batch.pos_logits[:, 0])
 
 
@@ -124,7 +134,7 @@ class DCLLoss(ContrastiveLoss):
 
     def per_anchor(self, batch: ContrastiveBatch) -> Tensor:
         """``[A]`` per-anchor losses."""
-        return dcl_terms(batch, float(self.tau_plus))
+        return dcl_terms(batch, float(self.tau_plus), self.stats_sink)
 
 
 class HCLLoss(ContrastiveLoss):
@@ -147,4 +157,4 @@ class HCLLoss(ContrastiveLoss):
 
     def per_anchor(self, batch: ContrastiveBatch) -> Tensor:
         """``[A]`` per-anchor losses."""
-        return hcl_terms(batch, float(self.tau_plus), float(self.beta), bool(self.detach_weights))
+        return hcl_terms(batch, float(self.tau_plus), float(self.beta), bool(self.detach_weights), self.stats_sink)

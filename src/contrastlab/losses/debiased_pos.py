@@ -44,6 +44,7 @@ from contrastlab.losses.base import (
     safe_log,
 )
 from contrastlab.losses.batch import ContrastiveBatch
+from contrastlab.losses.floors import record_clamped
 from contrastlab.platform.registry import HParam
 
 AGGREGATIONS = ("outer", "inner")
@@ -80,8 +81,16 @@ def _log_e_plus(log_v: Tensor, log_s: Tensor, l_self: Tensor, n: Tensor, tau_plu
     return log_e if log_floor is None else torch.maximum(log_e, log_floor)
 
 
+def _guard_active(log_e: Tensor, log_floor: Tensor | None) -> Tensor:
+    """``[A]`` bool: the guard set ``Ê⁺`` (of any positive of the row) to the floor."""
+    if log_floor is None:
+        return torch.zeros(log_e.shape[0], dtype=torch.bool, device=log_e.device)
+    hit = log_e <= log_floor
+    return hit if hit.dim() == 1 else hit.any(dim=1)
+
+
 def debiased_pos_terms(batch: ContrastiveBatch, tau_plus: float, aggregation: str = "outer",
-                       guard: bool = True) -> Tensor:
+                       guard: bool = True, stats: dict[str, Tensor] | None = None) -> Tensor:
     """``[A]`` per-anchor DebiasedPos (eq. 2) on a validated, compute-dtype batch."""
     lp = batch.pos_logits  # [A, M]
     log_s = masked_lse(batch.neg_logits, batch.neg_mask)  # [A]
@@ -91,9 +100,11 @@ def debiased_pos_terms(batch: ContrastiveBatch, tau_plus: float, aggregation: st
     if aggregation == "inner":
         log_v = torch.logsumexp(lp, dim=1) - math.log(lp.shape[1])
         log_e = _log_e_plus(log_v, log_s, l_self, n, tau_plus, log_floor)
+        record_clamped(stats, _guard_active(log_e, log_floor))
         return F.softplus(log_s - log_e)
     floor_col = None if log_floor is None else log_floor[:, None]
     log_e = _log_e_plus(lp, log_s[:, None], l_self[:, None], n[:, None], tau_plus, floor_col)  # [A, M]
+    record_clamped(stats, _guard_active(log_e, floor_col))
     return F.softplus(log_s[:, None] - log_e).mean(dim=1)
 
 
@@ -124,4 +135,4 @@ class DebiasedPosLoss(ContrastiveLoss):
 
     def per_anchor(self, batch: ContrastiveBatch) -> Tensor:
         """``[A]`` per-anchor losses."""
-        return debiased_pos_terms(batch, float(self.tau_plus), self.aggregation, bool(self.guard))
+        return debiased_pos_terms(batch, float(self.tau_plus), self.aggregation, bool(self.guard), self.stats_sink)

@@ -35,12 +35,12 @@ from contrastlab.losses.dcl import corrected_log_mass
 from contrastlab.platform.registry import HParam
 
 
-def pucl_terms(batch: ContrastiveBatch, alpha: float, c: float) -> Tensor:
+def pucl_terms(batch: ContrastiveBatch, alpha: float, c: float, stats: dict[str, Tensor] | None = None) -> Tensor:
     """``[A]`` per-anchor PUCL (Wang et al. 2024, eqs. 11–12) on a validated, compute-dtype batch."""
     log_s = masked_lse(batch.neg_logits, batch.neg_mask)  # log Σ_j e^{ℓ(u_j)} = log N + log mean
     coef_u = (1.0 - alpha * c) / (1.0 - alpha)
     coef_p = alpha * (1.0 - c) / (1.0 - alpha)
-    log_nmu = corrected_log_mass(batch, log_s, coef_u, coef_p)  # log(N μ̂)
+    log_nmu = corrected_log_mass(batch, log_s, coef_u, coef_p, stats)  # log(N μ̂)
     return nll_from_mass(log_nmu, batch.pos_logits[:, 0])
 
 
@@ -67,4 +67,4 @@ class PUCLLoss(ContrastiveLoss):
 
     def per_anchor(self, batch: ContrastiveBatch) -> Tensor:
         """``[A]`` per-anchor losses."""
-        return pucl_terms(batch, float(self.alpha), float(self.c))
+        return pucl_terms(batch, float(self.alpha), float(self.c), self.stats_sink)

@@ -36,6 +36,8 @@ from contrastlab.platform.sysinfo import hardware_info, package_versions
 from contrastlab.platform.task import TaskConfig, TaskPlugin
 
 CHECKPOINT_DIR = "checkpoints"
+CLAMP_TAG = "train/clamped_frac"
+"""Prefix of the debiased losses' floor statistic; ``summary.json`` records the mean of what was logged."""
 
 
 def resolve_device(spec: str) -> torch.device:
@@ -127,6 +129,7 @@ class Run:
         self._started = time.monotonic()
         self._info = self._read_info()
         self._metrics_file: Any = None
+        self._clamp_log: list[float] = []
         self.is_main = is_main_process()
         """Whether this process writes logs, checkpoints and summaries (rank 0 under ``torchrun``)."""
 
@@ -247,6 +250,8 @@ class Run:
         for tag, value in metrics.items():
             value = float(value)
             row[tag] = value if math.isfinite(value) else None
+            if tag.startswith(CLAMP_TAG) and math.isfinite(value):
+                self._clamp_log.append(value)
             self.writer.add_scalar(tag, value, int(step))
         if self._metrics_file is None:
             self._metrics_file = open(self.dir / "metrics.jsonl", "a", buffering=1)  # noqa: SIM115
@@ -325,8 +330,14 @@ class Run:
 
     # ------------------------------------------------------------------ end of run
     def finish(self, metrics: Mapping[str, float]) -> dict[str, Any]:
-        """Write ``summary.json`` and hparams, mark the run completed, and return the summary."""
+        """Write ``summary.json`` and hparams, mark the run completed, and return the summary.
+
+        When the run logged ``train/clamped_frac…`` (the debiased losses' floor statistic), the metrics get
+        ``train/clamped_frac``: the mean of the values logged in this process (after a resume: since the resume).
+        """
         metrics = {k: float(v) for k, v in (metrics or {}).items()}
+        if self._clamp_log and CLAMP_TAG not in metrics:
+            metrics[CLAMP_TAG] = sum(self._clamp_log) / len(self._clamp_log)
         wall = self.elapsed()
         summary: dict[str, Any] = {
             "plugin": self.plugin.name,

@@ -10,11 +10,18 @@ caller detaches the keys (CURL encodes them with the EMA encoder under ``no_grad
 * anchors: the ``A = B`` queries; positives ``[B, M]``: query ``i`` with ``keys[m][i]`` (column 0 = numerator);
 * negatives ``[B, N = B−1]``: query ``i`` with the *first* key set's other keys ``keys[0][j], j ≠ i``;
 * ``similarity="bilinear"`` (default, as in CURL): ``ℓ_ij = q_i W k_jᵀ / t`` with a learnable ``W [dim, dim]``
-  (initialised ``U[0, 1)`` like CURL). These logits are **unbounded** (``bounded=False``), so the losses shift
-  by the detached row max, and the clamp floor of DCL/HCL/PUCL/DebiasedPos is the **smallest negative logit
-  of the row** (``floor_logit`` is that ``[A]`` detached tensor): a mean of negative scores can never be
-  below the smallest one observed, and the floor moves with the row, keeping the losses shift-invariant.
-* ``similarity="cosine"``: ``cos(q_i, k_j) / t``, bounded, floor ``-1/t`` (``floor_logit=None``).
+  (initialised ``U[0, 1)`` like CURL). These logits are **unbounded** (``bounded=False``): the losses shift by
+  the detached row max, and no paper gives the floor of the debiased negative mass (losses-spec §3.5(d)).
+  ``floor`` chooses it (:mod:`contrastlab.losses.floors`):
+
+  - ``trimmed`` (default for bilinear; this project's rule): ``N`` × mean of the ``⌈(1−π)N⌉`` smallest
+    ``e^{ℓ_j}`` of the row (``π`` = the loss's false-negative fraction, e.g. τ⁺); keeps gradient;
+  - ``row_min`` (contrastlab ≤ 0.1, for reproducing old runs): ``N e^{min_j ℓ_j}``, detached; with CURL's logit
+    spread it zeroes the loss and gradient of 30–50 % of the anchors at τ⁺ = 0.1 (docs/losses.md);
+  - ``bound``: ``N e^{-1/t}``, the papers' rule, meaningful for cosine logits (default for ``cosine``).
+
+  DebiasedPos' guard on ``Ê⁺`` uses the row's smallest negative logit with bilinear scores (every rule).
+* ``similarity="cosine"``: ``cos(q_i, k_j) / t``, bounded; the papers' floor ``N e^{-1/t}`` (``floor="bound"``).
 
 ``temperature`` defaults to 1 (CURL has none); with ``cosine`` pick e.g. 0.1–0.5. Distributed: keys and labels
 are gathered from all ranks (negatives are every rank's keys), positives offset by ``rank · B``.
@@ -41,6 +48,7 @@ from contrastlab.samplers.base import (
 from contrastlab.samplers.distributed import gather_labels, gather_with_grad, world
 
 SIMILARITIES = ("bilinear", "cosine")
+FLOORS = ("auto", "trimmed", "row_min", "bound")
 
 
 class QueryKeySampler(Sampler):
@@ -52,13 +60,18 @@ class QueryKeySampler(Sampler):
         HParam("similarity", "bilinear", "score: bilinear q W kᵀ (learnable W, unbounded) or cosine",
                "bilinear | cosine", "CURL (Laskin et al. 2020) uses bilinear", lambda v: v in SIMILARITIES),
         temperature_hparam(1.0, "CURL has no temperature (t = 1)"),
+        HParam("floor", "auto", "floor of the debiased negative mass (DCL/HCL/PUCL): auto = trimmed for bilinear, "
+               "bound for cosine; row_min = contrastlab 0.1's N·e^{min ℓ}", "auto | trimmed | row_min | bound",
+               "this project (no paper gives a floor for unbounded logits; docs/losses.md has the evidence)",
+               lambda v: v in FLOORS),
     )
     similarity: str
     temperature: float
+    floor: str
 
-    def __init__(self, similarity: str = "bilinear", temperature: float = 1.0, dim: int = 50,
+    def __init__(self, similarity: str = "bilinear", temperature: float = 1.0, floor: str = "auto", dim: int = 50,
                  gather_distributed: bool = True) -> None:
-        super().__init__(gather_distributed, similarity=similarity, temperature=temperature)
+        super().__init__(gather_distributed, similarity=similarity, temperature=temperature, floor=floor)
         self.dim = int(dim)
         """Embedding size ``d`` of queries and keys (CURL's latent size 50); only used by ``bilinear``."""
         if self.similarity == "bilinear":
@@ -100,9 +113,14 @@ class QueryKeySampler(Sampler):
             pos_labels = lab[:, None].expand(B, len(kz))
             neg_labels = lab_all[neg_idx]
         bilinear = self.similarity == "bilinear"
-        floor = neg.detach().amin(dim=1) if bilinear and neg.shape[1] > 0 else None
+        rule = self.floor if self.floor != "auto" else ("trimmed" if bilinear else "bound")
+        # floor_logit: the row's smallest negative logit for row_min and for bilinear scores (also DebiasedPos'
+        # guard); None (= -1/t) for bound, which has no meaning for q W kᵀ and is there only for ablations.
+        row_min = rule == "row_min" or (bilinear and rule == "trimmed")
+        floor = neg.detach().amin(dim=1) if row_min and neg.shape[1] > 0 else None
         return ContrastiveBatch(
             pos_logits=pos, neg_logits=neg, temperature=t, bounded=not bilinear, floor_logit=floor,
+            negative_floor="trimmed" if rule == "trimmed" else "bound",
             anchor_labels=anchor_labels, pos_labels=pos_labels, neg_labels=neg_labels,
             meta={"sampler": self.name, "similarity": self.similarity, "world_size": size, "rank": rank},
         )

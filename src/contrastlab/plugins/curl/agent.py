@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from stable_baselines3 import SAC
@@ -41,10 +40,11 @@ AlphaLoss = Literal["alpha", "log_alpha"]
 ActorFeatures = Literal["recompute", "reuse"]
 
 
-def top1_accuracy(batch: Any) -> float:
-    """Fraction of anchors whose numerator positive (column 0) outscores every valid negative."""
-    neg = batch.neg_logits.masked_fill(~batch.valid_mask(), float("-inf"))
-    return float((batch.pos_logits[:, 0] > neg.max(dim=1).values).float().mean())
+def top1_accuracy(batch: Any) -> Tensor:
+    """Fraction of anchors whose numerator positive (column 0) outscores every valid negative (0-d tensor)."""
+    with torch.no_grad():
+        neg = batch.neg_logits.masked_fill(~batch.valid_mask(), float("-inf"))
+        return (batch.pos_logits[:, 0] > neg.max(dim=1).values).float().mean()
 
 
 class CurlSAC(SAC):
@@ -100,8 +100,9 @@ class CurlSAC(SAC):
         self.num_positives, self.crop = num_positives, crop
         self.encoder_lr, self.alpha_lr, self.alpha_beta = encoder_lr, alpha_lr, alpha_beta
         self.encoder_tau, self.actor_update_freq = encoder_tau, actor_update_freq
-        self.stats: dict[str, float] = {}
-        self._stat_sums: dict[str, list[float]] = {}
+        self.stats: dict[str, Tensor] = {}
+        """Statistics of the last update as detached 0-d tensors (no host sync inside an update)."""
+        self._stat_sums: dict[str, list[Tensor]] = {}
         policy_kwargs = dict(net_arch=[hidden_dim, hidden_dim], crop=crop, encoder=encoder,
                              encoder_hparams=encoder_hparams, actor_lr=actor_lr, critic_lr=critic_lr,
                              log_std_squash=log_std_squash)
@@ -135,12 +136,13 @@ class CurlSAC(SAC):
                 self._stat_sums.setdefault(key, []).append(value)
 
     def pop_stats(self) -> dict[str, float]:
-        """Mean of every update statistic since the previous call (empty before the first update)."""
-        means = {key: float(np.mean(values)) for key, values in self._stat_sums.items()}
+        """Mean of every update statistic since the previous call (empty before the first update); the one host
+        synchronisation of the statistics happens here."""
+        means = {key: float(torch.stack([v.float() for v in values]).mean()) for key, values in self._stat_sums.items()}
         self._stat_sums = {}
         return means
 
-    def update(self, batch_size: int) -> dict[str, float]:
+    def update(self, batch_size: int) -> dict[str, Tensor]:
         """One CURL update (steps 1-5 of the module docstring); returns its scalar statistics."""
         self._n_updates += 1
         data = self.replay_buffer.sample(batch_size, env=self._vec_normalize_env)  # type: ignore[union-attr]
@@ -150,7 +152,7 @@ class CurlSAC(SAC):
         next_obs = random_crop(data.next_observations, self.crop).float().div_(255.0)
         encoder, key_encoder, critic = self.policy.encoder, self.policy.key_encoder, self.policy.critic
         ent_coef = torch.exp(self.log_ent_coef.detach())
-        stats: dict[str, float] = {"ent_coef": float(ent_coef)}
+        stats: dict[str, Tensor] = {"ent_coef": ent_coef}
 
         # 2. critic (trains the encoder)
         with torch.no_grad():
@@ -164,7 +166,7 @@ class CurlSAC(SAC):
         critic.optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         critic.optimizer.step()
-        stats["critic_loss"] = float(critic_loss.detach())
+        stats["critic_loss"] = critic_loss.detach()
 
         # 3. actor and temperature on detached conv features
         if self._n_updates % self.actor_update_freq == 0:
@@ -185,8 +187,8 @@ class CurlSAC(SAC):
             self.ent_coef_optimizer.zero_grad(set_to_none=True)  # type: ignore[union-attr]
             alpha_loss.backward()
             self.ent_coef_optimizer.step()  # type: ignore[union-attr]
-            stats.update(actor_loss=float(actor_loss.detach()), entropy_loss=float(alpha_loss.detach()),
-                         entropy=float(-log_prob.detach().mean()))
+            stats.update(actor_loss=actor_loss.detach(), entropy_loss=alpha_loss.detach(),
+                         entropy=-log_prob.detach().mean())
 
         # 4. targets: Q-heads with critic_tau, encoder (= key encoder) with encoder_tau
         if self._n_updates % self.target_update_interval == 0:
@@ -207,7 +209,7 @@ class CurlSAC(SAC):
         coef = torch.exp(self.log_ent_coef) if self.alpha_loss == "alpha" else self.log_ent_coef
         return (coef * gap).mean()
 
-    def contrastive_update(self, anchor: Tensor, positives: list[Tensor]) -> dict[str, float]:
+    def contrastive_update(self, anchor: Tensor, positives: list[Tensor]) -> dict[str, Tensor]:
         """One step of the registered loss on ``(f_θ(anchor), [f_ξ(p) for p in positives])``."""
         encoder, key_encoder = self.policy.encoder, self.policy.key_encoder
         queries = encoder(anchor)  # [B, d]
@@ -218,7 +220,9 @@ class CurlSAC(SAC):
         self.contrastive_optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.contrastive_optimizer.step()
-        return {"contrastive_loss": float(loss.detach()), "contrastive_top1": top1_accuracy(batch)}
+        # clamped_frac: anchors at the debiased losses' floor/guard (DCL/HCL/PUCL/DebiasedPos; none for InfoNCE)
+        return {"contrastive_loss": loss.detach(), "contrastive_top1": top1_accuracy(batch),
+                **getattr(self.contrastive_loss, "last_stats", {})}
 
     def soft_update_targets(self) -> None:
         """EMA update: Q-heads ``θ̄ ← τθ + (1-τ)θ̄`` with ``critic_tau``, the encoder with ``encoder_tau``."""
