@@ -5,6 +5,7 @@
 #   bash benchmarks/gpu_suite.sh --steps tests,losses,curl
 #   bash benchmarks/gpu_suite.sh --steps runs,report --frames 100000 --seeds "1 2" --losses "infonce dcl"
 #   bash benchmarks/gpu_suite.sh --dry-run            # tiny sizes on the CPU: checks the suite itself (tested)
+#   bash benchmarks/gpu_suite.sh --steps runs --set train.save_buffer=false   # extra overrides for every run
 #
 # Steps (comma-separated in --steps; default: all of them, in this order):
 #   tests   pytest -m cuda (losses on the GPU against float64 CPU, bf16 autocast, CURL updates on the GPU)
@@ -28,6 +29,7 @@ LOSSES="infonce dcl"
 DRY=0
 RESULTS_MD=""
 RUNS_DIR=""
+EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) STEPS="$2"; shift 2 ;;
@@ -36,9 +38,10 @@ while [ $# -gt 0 ]; do
     --seeds) SEEDS="$2"; shift 2 ;;
     --losses) LOSSES="$2"; shift 2 ;;
     --runs-dir) RUNS_DIR="$2"; shift 2 ;;
+    --set) EXTRA+=(--set "$2"); shift 2 ;;
     --results-md) RESULTS_MD="$2"; shift 2 ;;
     --dry-run) DRY=1; shift ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_suite.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -114,7 +117,7 @@ if has runs; then
       else
         log "  $name: starting"
         "$PYTHON" -m contrastlab.platform.cli train --plugin curl --loss "$loss" --seed "$seed" "${rargs[@]}" \
-          --set env.domain=cartpole --set env.task=swingup --logdir "$RUNS_DIR" --run-name "$name" \
+          --set env.domain=cartpole --set env.task=swingup "${EXTRA[@]}" --logdir "$RUNS_DIR" --run-name "$name" \
           > "$OUT/$name.log" 2>&1 &
       fi
       pids+=($!)
