@@ -9,6 +9,7 @@ import pytest
 from test_compare_support import write_synthetic_run
 
 from contrastlab.platform import report as rp
+from contrastlab.platform import report_tables as rt
 from contrastlab.platform.errors import RunDirError
 
 TAU = "--set loss.tau_plus="
@@ -50,18 +51,27 @@ def test_grouping_and_stats(table3):
     mean, std, n = dcl1.stats()
     assert (mean, n) == (pytest.approx(0.8), 2) and std == pytest.approx(math.sqrt(0.005))
     assert dcl05.stats("loss") == (pytest.approx(2.0), pytest.approx(0.0), 3)
-    assert rp.best_by_row(groups)["toy"] is dcl05
+    assert dcl05.interval("mean") == (pytest.approx(0.9), pytest.approx(0.8), pytest.approx(1.0))
+    # the intervals of dcl τ+=0.05 [0.8, 1.0] and infonce [0.6, 0.8] touch: no winner, a three-way tie
+    verdict = rt.verdicts(groups)["toy"]
+    assert verdict.winner is None
+    assert verdict.leaders == ("dcl tau_plus=0.05", "dcl tau_plus=0.1", "infonce")
     failed = [r for r in dcl1.runs if r.status != "completed"]
     assert len(failed) == 1 and failed[0].error == "RuntimeError: loss is NaN at step 40"
 
 
 def test_markdown_marks_best_and_failures(table3):
     groups = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([table3])])
-    md = rp.markdown(groups)
-    header = "| task | metric | dcl tau_plus=0.05 | dcl tau_plus=0.1 | infonce |"
+    md = rt.markdown(groups)
+    header = "| task | metric | dcl tau_plus=0.05 | dcl tau_plus=0.1 | infonce | best |"
     assert header in md
     row = next(line for line in md.splitlines() if line.startswith("| toy | score"))
-    assert row == "| toy | score (↑) | **0.9000 ± 0.1000** | 0.8000 ± 0.0707 (n=2/3) | 0.7000 ± 0.1000 |"
+    assert row == (
+        "| toy | score (↑) | 0.9000 ± 0.1000 [0.8000, 1.0000] | 0.8000 ± 0.0707 [0.7500, 0.8500] (n=2/3) "
+        "| 0.7000 ± 0.1000 [0.6000, 0.8000] | tie: dcl tau_plus=0.05, dcl tau_plus=0.1, infonce |"
+    )
+    assert "**" not in row  # overlapping intervals: nothing is bold
+    assert "| toy | 0.9000 [0.8000, 1.0000] | 0.8000 [0.7500, 0.8500] | 0.7000 [0.6000, 0.8000] |" in md  # IQM
     assert "| toy | dcl tau_plus=0.1 | 3 | failed | RuntimeError: loss is NaN at step 40 |" in md
 
 
@@ -74,9 +84,9 @@ def test_lower_is_better_and_all_failed(tmp_path):
     for r in records:
         r.higher_is_better = False
     groups = rp.group_runs(records)
-    assert rp.best_by_row(groups)["toy"].column == "b"
-    md = rp.markdown(groups)
-    assert "**0.2500 ± 0.0707**" in md and "failed: DataMissingError: no data" in md
+    assert rt.verdicts(groups)["toy"].leaders == ("b", "a")  # lower is better; [0.2, 0.3] and [0.3, 0.4] touch
+    md = rt.markdown(groups)
+    assert "| 0.2500 ± 0.0707 [0.2000, 0.3000] |" in md and "failed: DataMissingError: no data" in md
 
 
 def test_rows_are_tasks_columns_are_losses(tmp_path):
@@ -88,10 +98,12 @@ def test_rows_are_tasks_columns_are_losses(tmp_path):
                 tmp_path, loss="dcl", overrides=[f"--set env.task={task}", f"{TAU}{tau}"], final={"score": base + bonus}
             )
     groups = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path])])
-    md = rp.markdown(groups)
-    assert "| task | metric | dcl tau_plus=0.01 | dcl tau_plus=0.1 | infonce |" in md
-    assert "| toy env.task=cheetah | score (↑) | 310.0 (n=1) | **320.0 (n=1)** | 300.0 (n=1) |" in md
-    assert "| toy env.task=walker | score (↑) | 510.0 (n=1) | **520.0 (n=1)** | 500.0 (n=1) |" in md
+    md = rt.markdown(groups)
+    assert "| task | metric | dcl tau_plus=0.01 | dcl tau_plus=0.1 | infonce | best |" in md
+    # one seed each: no interval, so no winner can be claimed
+    tie = "tie: dcl tau_plus=0.1, dcl tau_plus=0.01, infonce"
+    assert f"| toy env.task=cheetah | score (↑) | 310.0 (n=1) | 320.0 (n=1) | 300.0 (n=1) | {tie} |" in md
+    assert f"| toy env.task=walker | score (↑) | 510.0 (n=1) | 520.0 (n=1) | 500.0 (n=1) | {tie} |" in md
     # --rows moves keys explicitly; here nothing is a row, so the task joins the column label
     cols = {g.column for g in rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path])], rows=[])}
     assert "dcl env.task=walker tau_plus=0.1" in cols
@@ -99,7 +111,7 @@ def test_rows_are_tasks_columns_are_losses(tmp_path):
 
 def test_csv_one_row_per_run(table3, tmp_path):
     groups = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([table3])])
-    path = rp.write_csv(groups, tmp_path / "results.csv")
+    path = rt.write_csv(groups, tmp_path / "results.csv")
     rows = list(csv.DictReader(path.open()))
     assert len(rows) == 9
     failed = [r for r in rows if r["status"] == "failed"]
@@ -112,9 +124,11 @@ def test_csv_one_row_per_run(table3, tmp_path):
 
 
 def test_fmt_and_errors(tmp_path):
-    assert rp.fmt_mean_std(0.81234, 0.0131) == "0.8123 ± 0.0131"
-    assert rp.fmt_mean_std(812.34, 12.0) == "812.3 ± 12.0"
-    assert rp.fmt_mean_std(float("nan"), float("nan")) == "–"
+    assert rt.fmt_mean_std(0.81234, 0.0131) == "0.8123 ± 0.0131"
+    assert rt.fmt_mean_std(812.34, 12.0) == "812.3 ± 12.0"
+    assert rt.fmt_mean_std(float("nan"), float("nan")) == "–"
+    assert rt.fmt_interval(812.34, 790.0, 830.06) == "812.3 [790.0, 830.1]"
+    assert rt.fmt_interval(0.5, float("nan"), float("nan")) == "0.5000"
     assert rp.parse_overrides(["--set a.b=1", "c=2", "--set seed=3"]) == {"a.b": "1", "c": "2"}
     with pytest.raises(RunDirError):
         rp.build_report([tmp_path], tmp_path / "out")
@@ -122,11 +136,65 @@ def test_fmt_and_errors(tmp_path):
         rp.find_run_dirs([tmp_path / "missing"])
 
 
-def test_ties_are_all_marked(tmp_path):
+def test_single_seeds_are_never_a_winner(tmp_path):
     for loss in ("a", "b", "c"):
         write_synthetic_run(tmp_path, loss=loss, final={"score": 0.5 if loss != "c" else 0.4})
-    md = rp.markdown(rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path])]))
-    assert "| toy | score (↑) | **0.5000 (n=1)** | **0.5000 (n=1)** | 0.4000 (n=1) |" in md
+    md = rt.markdown(rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path])]))
+    assert "| toy | score (↑) | 0.5000 (n=1) | 0.5000 (n=1) | 0.4000 (n=1) | tie: a, b, c |" in md
+
+
+def test_best_is_bold_only_when_its_interval_excludes_the_others(tmp_path):
+    """Separated intervals give one bold winner; overlapping ones give a tie with the overlapping leaders."""
+    scores = {"a": [0.90, 0.91, 0.92], "b": [0.50, 0.51, 0.52], "c": [0.88, 0.95, 0.99]}
+    for loss, vals in scores.items():
+        for seed, v in enumerate(vals, start=1):
+            write_synthetic_run(tmp_path / "one", loss=loss, seed=seed, final={"score": v})
+    groups = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path / "one"])])
+    verdict = rt.verdicts(groups)["toy"]
+    assert verdict.winner is None and verdict.leaders == ("c", "a")  # c has the best mean, a overlaps it
+    md = rt.markdown(groups)
+    assert "| tie: c, a |" in md and "**" not in md.split("## Per-task IQM")[0].split("| task |")[1]
+
+    for loss, vals in {"a": [0.90, 0.91, 0.92], "b": [0.50, 0.51, 0.52]}.items():
+        for seed, v in enumerate(vals, start=1):
+            write_synthetic_run(tmp_path / "two", loss=loss, seed=seed, final={"score": v})
+    groups = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path / "two"])])
+    assert rt.verdicts(groups)["toy"].winner == "a"
+    md = rt.markdown(groups)
+    assert "| toy | score (↑) | **0.9100 ± 0.0100 [0.9000, 0.9200]** | 0.5100 ± 0.0100 [0.5000, 0.5200] | a |" in md
+    summary = list(csv.DictReader(rt.write_summary_csv(groups, tmp_path / "summary.csv").open()))
+    assert [(r["configuration"], r["verdict"], r["n"]) for r in summary] == [("a", "best", "3"), ("b", "", "3")]
+    assert float(summary[0]["ci_low"]) == pytest.approx(0.90) and float(summary[0]["ci_high"]) == pytest.approx(0.92)
+
+
+def test_intervals_are_reproducible(table3, tmp_path):
+    """The bootstrap has a fixed seed: rebuilding the report gives byte-identical tables."""
+    first = rp.build_report([table3 / "runs"], tmp_path / "r1")
+    second = rp.build_report([table3 / "runs"], tmp_path / "r2")
+    for name in ("results.md", "summary.csv"):
+        a = first[name].read_text().replace(str(tmp_path / "r1"), "")
+        assert a == second[name].read_text().replace(str(tmp_path / "r2"), "")
+
+
+def test_aggregate_over_tasks_is_stratified_iqm(tmp_path):
+    """With two task rows the report adds rliable's aggregate: IQM over task × seed with a stratified interval."""
+    rows = {"cheetah": {"infonce": [300, 310, 320, 330], "dcl": [340, 350, 360, 370]},
+            "walker": {"infonce": [600, 610, 620, 900], "dcl": [640, 650, 660, 670]}}
+    for task, cols in rows.items():
+        for loss, vals in cols.items():
+            for seed, v in enumerate(vals, start=1):
+                write_synthetic_run(tmp_path, loss=loss, seed=seed, overrides=[f"--set env.task={task}"],
+                                    final={"score": float(v)})
+    groups = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path])])
+    cols = rt.aggregate_columns(groups)["score"]
+    assert set(cols) == {"dcl", "infonce"}
+    iqm, lo, hi = rt.aggregate_intervals(cols["infonce"], "iqm")
+    pooled = sorted([300, 310, 320, 330, 600, 610, 620, 900])
+    assert iqm == pytest.approx(sum(pooled[2:6]) / 4)  # the middle half of 8 scores
+    assert lo < iqm < hi
+    md = rt.markdown(groups)
+    assert "## Aggregate over 2 tasks: score" in md
+    assert f"| infonce | 8 | {iqm:.1f} [{lo:.1f}, {hi:.1f}] |" in md
 
 
 def test_nan_final_metric_is_not_averaged(tmp_path):
@@ -137,7 +205,7 @@ def test_nan_final_metric_is_not_averaged(tmp_path):
     (run / "summary.json").write_text(summary)
     (group,) = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path])])
     assert group.stats() == (pytest.approx(0.6), pytest.approx(math.sqrt(0.02)), 2)
-    assert "**0.6000 ± 0.1414** (n=2/3)" in rp.markdown([group])
+    assert "0.6000 ± 0.1414 [0.5000, 0.7000] (n=2/3)" in rt.markdown([group])
 
 
 def test_unknown_rows_key_and_curve_tag_are_errors(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 from test_compare_support import write_synthetic_run
 
 from contrastlab.platform import report as rp
-from contrastlab.platform.report_plots import choose_tag, mean_band
+from contrastlab.platform.report_plots import aggregate_curve, choose_tag, curve_tags, is_metric_tag, mean_band
 
 
 def _image_stats(path):
@@ -54,8 +54,10 @@ def test_build_report_outputs(tmp_path):
     write_synthetic_run(tmp_path, loss="hcl", seed=1, status="failed", error="boom")
     out = tmp_path / "report"
     paths = rp.build_report([tmp_path / "runs"], out)
-    assert set(paths) == {"results.csv", "results.md", "curves.png", "final.png", "tensorboard"}
-    for name in ("curves.png", "final.png"):
+    assert set(paths) == {
+        "results.csv", "summary.csv", "results.md", "curves.png", "aggregate.png", "final.png", "tensorboard"
+    }
+    for name in ("curves.png", "aggregate.png", "final.png"):
         shape, non_white, colours = _image_stats(paths[name])
         assert shape[0] > 200 and shape[1] > 200
         assert non_white > 0.02, f"{name} looks blank"
@@ -88,3 +90,79 @@ def test_curve_falls_back_from_a_once_logged_primary_metric() -> None:
     assert choose_tag(points, "eval/linear_top1", points) == "train/loss"
     points = {"eval/episode_return": 4, "train/loss": 20}
     assert choose_tag(points, "eval/episode_return", points) == "eval/episode_return"
+
+
+def _write_curl_like_run(root, loss, seed, returns):
+    """A run with the tags the curl plugin logs: every eval metric with the ``_vs_env_frames`` suffix."""
+    import json
+
+    from contrastlab.plugins.curl.task import FRAMES, CurlTask
+
+    primary = CurlTask.primary_metric
+    run = write_synthetic_run(
+        root, plugin="curl", loss=loss, seed=seed, primary=primary, final={primary: returns[-1], f"{primary}_std": 9.0}
+    )
+    with open(run / "metrics.jsonl", "w") as fh:
+        for i, ret in enumerate(returns):
+            frames = i * 10_000
+            row = {"step": frames, "wall_time": float(i), f"{primary}{FRAMES}": ret, f"{primary}_std{FRAMES}": 9.0}
+            fh.write(json.dumps(row) + "\n")
+            train = {"step": frames, f"train/critic_loss{FRAMES}": 1.0, f"train/alpha{FRAMES}": 0.1}
+            fh.write(json.dumps(train) + "\n")
+    return primary + FRAMES
+
+
+def test_curl_report_draws_the_return_not_its_std(tmp_path, monkeypatch):
+    """Regression: the curve drawn for curl is eval/episode_return_vs_env_frames (the primary metric), not the
+    alphabetically first eval tag eval/episode_return_std_vs_env_frames."""
+    import matplotlib.axes
+
+    for loss, lift in (("infonce", 0.0), ("dcl", 50.0)):
+        for seed in (1, 2, 3):
+            returns = [100.0 + lift + 60.0 * i + seed for i in range(11)]
+            expected = _write_curl_like_run(tmp_path, loss, seed, returns)
+    assert expected == "eval/episode_return_vs_env_frames"
+    drawn = []
+    original = matplotlib.axes.Axes.plot
+
+    def spy(self, *args, **kwargs):
+        drawn.append((self.get_figure().get_suptitle(), list(args[1])))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", spy)
+    paths = rp.build_report([tmp_path], tmp_path / "report")
+    groups = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path / "runs"])])
+    assert curve_tags(groups) == {"curl": expected}
+    curves = [y for title, y in drawn if title.startswith("learning curves")]
+    assert len(curves) == 2 and all(min(y) > 100 for y in curves)  # returns, never the std (9.0)
+    assert sorted(round(y[-1]) for y in curves) == [702, 752]  # mean over seeds 1..3 of the last return
+    aggregate = [y for title, y in drawn if title.startswith("aggregate")]
+    assert len(aggregate) == 2 and all(min(y) > 100 for y in aggregate)
+    assert f"`{expected}`" in paths["results.md"].read_text()
+
+
+def test_primary_tag_matching():
+    assert is_metric_tag("eval/episode_return_vs_env_frames", "eval/episode_return")
+    assert not is_metric_tag("eval/episode_return_std_vs_env_frames", "eval/episode_return")
+    assert is_metric_tag("eval/top1", "top1") and not is_metric_tag("eval/top1", "eval/top5")
+    tags = ["eval/episode_return_std_vs_env_frames", "eval/episode_return_vs_env_frames", "train/loss_vs_env_frames"]
+    points = dict.fromkeys(tags, 11)
+    assert choose_tag(tags, "eval/episode_return", points) == "eval/episode_return_vs_env_frames"
+    assert choose_tag(tags, "eval/episode_return") == "eval/episode_return_vs_env_frames"
+    # a primary logged twice (start and end of a tiny run) is still its own curve
+    points["eval/episode_return_vs_env_frames"] = 2
+    assert choose_tag(tags, "eval/episode_return", points) == "eval/episode_return_vs_env_frames"
+    # without the primary, a dispersion tag is never the fallback
+    assert choose_tag(["eval/x_std", "train/loss"], "eval/missing") == "train/loss"
+
+
+def test_aggregate_curve_is_iqm_over_tasks_and_seeds():
+    flat = [(0, 0.0), (10, 1.0)]
+    tasks = [[[(0, 0.0), (10, 10.0)], [(0, 2.0), (10, 12.0)]], [[(0, 4.0), (10, 14.0)], [(0, 100.0), (10, 110.0)]]]
+    steps, est, lo, hi = aggregate_curve(tasks)
+    assert steps.tolist() == [0, 10]
+    assert est.tolist() == pytest.approx([3.0, 13.0])  # IQM of {0, 2, 4, 100}: mean of 2 and 4
+    assert (lo <= est).all() and (est <= hi).all()
+    steps, est, lo, hi = aggregate_curve([[flat]])
+    assert est.tolist() == [0.0, 1.0] and np.isnan(lo).all()  # one run: no interval
+    assert len(aggregate_curve([[[]]])[0]) == 0

@@ -1,12 +1,16 @@
 """``platform report``: aggregate run directories into tables, plots and a side-by-side TensorBoard logdir.
 
-Outputs (written to ``OUT``):
+Outputs (written to ``OUT``; tables in :mod:`.report_tables`, plots in :mod:`.report_plots`):
 
 * ``results.csv``: one row per run (status, error, every final metric);
-* ``results.md``: mean ± std over seeds per configuration (sample std, n−1), the best per task in bold, in the
-  shape of DCL Table 3 (tasks as rows, losses/τ+ as columns), then all metrics and the failures;
+* ``summary.csv``: one row per configuration: mean, std, 95 % bootstrap interval, IQM and its interval, verdict;
+* ``results.md``: per task, mean ± std [95 % bootstrap CI] over seeds of the primary metric in the shape of DCL
+  Table 3 (tasks as rows, losses/τ+ as columns), the best in bold only where its interval excludes the others'
+  (else "tie"); then per-task IQM, the aggregate over tasks (IQM with a stratified bootstrap, as rliable), all
+  final metrics and the failures;
 * ``curves.png``: learning curve of the primary metric, mean ± std band per configuration;
-* ``final.png``: final primary metric per configuration (bar = mean, whisker = std, dots = seeds);
+* ``aggregate.png``: IQM over tasks × seeds of the primary metric's curve, with its 95 % stratified bootstrap band;
+* ``final.png``: final primary metric per configuration (bar = mean, whisker = 95 % CI, dots = seeds);
 * ``tensorboard/<task>/<configuration>/s<seed>``: links to the run directories (``tensorboard --logdir``).
 
 A configuration is (plugin, preset, loss, ``--set`` overrides except the seed). Override keys whose value
@@ -16,7 +20,6 @@ name the task row.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -27,6 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from contrastlab.platform import stats as st
 from contrastlab.platform.errors import ConfigError, RunDirError
 
 _IGNORED_KEYS = {"seed", "device"}
@@ -174,6 +180,9 @@ class Group:
     """Configuration label (loss plus ``loss.*`` keys that vary)."""
     runs: list[RunRecord]
     """Its runs (any status), sorted by seed."""
+    _intervals: dict[tuple[str, str], tuple[float, float, float]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @property
     def primary(self) -> str:
@@ -199,6 +208,16 @@ class Group:
         mean = sum(vals) / len(vals)
         var = sum((v - mean) ** 2 for v in vals) / (len(vals) - 1) if len(vals) > 1 else 0.0
         return mean, math.sqrt(var), len(vals)
+
+    def interval(self, stat: str = "mean", metric: str | None = None) -> tuple[float, float, float]:
+        """``(estimate, low, high)``: ``stat`` (``mean``/``iqm``) over the completed seeds with a 95 % percentile
+        bootstrap interval (fixed seed, see :mod:`.stats`); the bounds are nan below two seeds."""
+        key = (stat, metric or self.primary)
+        if key not in self._intervals:
+            vals = self.values(metric)
+            est = st.interval(np.array(vals), stat) if vals else (math.nan, math.nan, math.nan)
+            self._intervals[key] = (float(est[0]), float(est[1]), float(est[2]))
+        return self._intervals[key]
 
 
 def _label(parts: Sequence[str]) -> str:
@@ -237,132 +256,6 @@ def group_runs(records: Sequence[RunRecord], rows: Sequence[str] | None = None) 
         col = _label([first.loss, *(f"{k.removeprefix('loss.')}={ov[k]}" for k in col_keys if k in ov)])
         groups.append(Group(row, col, sorted(recs, key=lambda r: r.seed)))
     return sorted(groups, key=lambda g: (g.row, g.column))
-
-
-def best_by_row(groups: Sequence[Group]) -> dict[str, Group]:
-    """The configuration with the best mean primary metric in each row (direction from the plugin)."""
-    best: dict[str, Group] = {}
-    for g in groups:
-        mean = g.stats()[0]
-        if math.isnan(mean):
-            continue
-        cur = best.get(g.row)
-        sign = 1 if g.higher_is_better else -1
-        if cur is None or sign * mean > sign * cur.stats()[0]:
-            best[g.row] = g
-    return best
-
-
-def fmt_mean_std(mean: float, std: float, n: int = 2) -> str:
-    """``0.8123 ± 0.0130`` with decimals chosen from the magnitude of the mean; one seed shows ``0.8123 (n=1)``
-    because a sample std is undefined there."""
-    if math.isnan(mean):
-        return "–"
-    mag = math.floor(math.log10(abs(mean))) if mean else 0
-    dec = min(4, max(1, 3 - mag))
-    if n == 1:
-        return f"{mean:.{dec}f} (n=1)"
-    return f"{mean:.{dec}f} ± {std:.{dec}f}"
-
-
-# ---------------------------------------------------------------------------------------------- tables
-def write_csv(groups: Sequence[Group], path: Path) -> Path:
-    """``results.csv``: one row per run with its configuration, status, error and every final metric (a
-    metric whose name clashes with a fixed column, e.g. ``loss``, is written as ``metric.<name>``)."""
-    metric_names = sorted({m for g in groups for r in g.runs for m in r.metrics})
-    fixed = ["task", "configuration", "plugin", "preset", "loss", "seed", "status", "error"]
-    fixed += ["primary_metric", "primary_value", "wall_time_s", "overrides", "run_dir"]
-    head = [*fixed[:10], *(f"metric.{m}" if m in fixed else m for m in metric_names), *fixed[10:]]
-    with open(path, "w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(head)
-        for g in groups:
-            for r in g.runs:
-                ov = ";".join(f"{k}={v}" for k, v in sorted(r.overrides.items()))
-                wall = r.wall_time_s if r.wall_time_s is not None else ""
-                writer.writerow(
-                    [
-                        g.row,
-                        g.column,
-                        r.plugin,
-                        r.preset or "",
-                        r.loss,
-                        r.seed,
-                        r.status,
-                        r.error or "",
-                        r.primary,
-                        r.metrics.get(r.primary, ""),
-                        *(r.metrics.get(m, "") for m in metric_names),
-                        wall,
-                        ov,
-                        str(r.run_dir),
-                    ]
-                )
-    return path
-
-
-def _ties(g: Group, best: Group | None) -> bool:
-    """Whether ``g`` is the best of its row or ties with it (ties are all marked)."""
-    if best is None or g.stats()[2] == 0:
-        return False
-    a, b = g.stats()[0], best.stats()[0]
-    return g is best or abs(a - b) <= 1e-12 * max(1.0, abs(b))
-
-
-def _cell(g: Group, best: bool) -> str:
-    mean, std, n = g.stats()
-    if n == 0:
-        err = next((r.error for r in g.runs if r.error), None) or next(iter({r.status for r in g.runs}), "?")
-        return f"failed: {str(err)[:60]}"
-    text = fmt_mean_std(mean, std, n)
-    text = f"**{text}**" if best else text
-    return text if n == len(g.runs) or n == 1 else f"{text} (n={n}/{len(g.runs)})"
-
-
-def markdown(groups: Sequence[Group]) -> str:
-    """The text of ``results.md`` (see the module docstring)."""
-    best = best_by_row(groups)
-    rows = list(dict.fromkeys(g.row for g in groups))
-    cols = list(dict.fromkeys(g.column for g in groups))
-    cell = {(g.row, g.column): g for g in groups}
-    metrics = list(dict.fromkeys(g.primary for g in groups if g.primary)) or ["?"]
-    arrow = {True: "↑ higher is better", False: "↓ lower is better"}
-    out = [
-        "# Results",
-        "",
-        f"Final {', '.join(metrics)}: mean ± std over seeds (sample std, n−1); best per task in **bold**.",
-        "",
-    ]
-    out += ["| task | metric | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
-    for r in rows:
-        anyg = next(g for g in groups if g.row == r)
-        cells = [_cell(cell[(r, c)], _ties(cell[(r, c)], best.get(r))) if (r, c) in cell else "" for c in cols]
-        metric = f"{anyg.primary} ({arrow[anyg.higher_is_better][0]})"
-        out.append(f"| {r} | {metric} | " + " | ".join(cells) + " |")
-    names = sorted({m for g in groups for run in g.runs for m in run.metrics})
-    out += [
-        "",
-        "## All final metrics",
-        "",
-        "| task | configuration | seeds ok | " + " | ".join(names) + " |",
-        "|---|---|---|" + "---|" * len(names),
-    ]
-    for g in groups:
-        vals = [fmt_mean_std(*g.stats(m)) for m in names]
-        out.append(f"| {g.row} | {g.column} | {g.stats()[2]}/{len(g.runs)} | " + " | ".join(vals) + " |")
-    failed = [(g, r) for g in groups for r in g.runs if r.status != "completed"]
-    if failed:
-        out += [
-            "",
-            "## Runs not completed",
-            "",
-            "| task | configuration | seed | status | error | run |",
-            "|---|---|---|---|---|---|",
-        ]
-        for g, r in failed:
-            err = (r.error or "").replace("|", "\\|")
-            out.append(f"| {g.row} | {g.column} | {r.seed} | {r.status} | {err} | {r.run_dir} |")
-    return "\n".join(out) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------- tensorboard
@@ -411,12 +304,12 @@ def _check_keys_exist(
             raise ConfigError(f"--curve {curve} was not logged by any run; logged tags: {', '.join(sorted(tags))}")
 
 
-
 def build_report(
     paths: Iterable[Path | str], out: Path | str, *, rows: Sequence[str] | None = None, curve: str | None = None
 ) -> dict[str, Path]:
     """Collect the runs under ``paths`` and write every output to ``out``; returns ``{name: path}``."""
-    from contrastlab.platform.report_plots import plot_curves, plot_final
+    from contrastlab.platform.report_plots import curve_tags, plot_aggregate, plot_curves, plot_final
+    from contrastlab.platform.report_tables import markdown, write_csv, write_summary_csv
 
     dirs = find_run_dirs(paths)
     if not dirs:
@@ -424,13 +317,16 @@ def build_report(
     records = [load_run(d) for d in dirs]
     _check_keys_exist(records, dirs, rows, curve)
     groups = group_runs(records, rows=rows)
+    tags = curve_tags(groups, tag=curve)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.md").write_text(markdown(groups))
+    (out / "results.md").write_text(markdown(groups, curve_tags=tags))
     return {
         "results.csv": write_csv(groups, out / "results.csv"),
+        "summary.csv": write_summary_csv(groups, out / "summary.csv"),
         "results.md": out / "results.md",
-        "curves.png": plot_curves(groups, out / "curves.png", tag=curve),
+        "curves.png": plot_curves(groups, out / "curves.png", tags=tags),
+        "aggregate.png": plot_aggregate(groups, out / "aggregate.png", tags=tags),
         "final.png": plot_final(groups, out / "final.png"),
         "tensorboard": link_tensorboard(groups, out / "tensorboard"),
     }

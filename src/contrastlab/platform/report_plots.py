@@ -1,4 +1,8 @@
-"""Plots of ``platform report``: learning curves (mean ± std band) and final metrics, one panel per task.
+"""Plots of ``platform report``: learning curves (mean ± std band) and final metrics, one panel per task, and
+aggregate curves over tasks (IQM with a stratified bootstrap band, as rliable).
+
+The curve of a task is the curve of its primary metric (:func:`choose_tag`): ``eval/episode_return`` is logged as
+``eval/episode_return_vs_env_frames`` by RL plugins, and its ``..._std_...`` sibling is never drawn in its place.
 
 matplotlib runs with the non-interactive Agg backend, so reports render on headless machines.
 """
@@ -6,13 +10,16 @@ matplotlib runs with the non-interactive Agg backend, so reports render on headl
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from contrastlab.platform.report import Group, best_by_row, load_curves
+from contrastlab.platform import stats as st
+from contrastlab.platform.report import Group, load_curves
+from contrastlab.platform.report_tables import verdicts
 
 
 def _pyplot() -> Any:
@@ -24,30 +31,56 @@ def _pyplot() -> Any:
     return plt
 
 
-def choose_tag(tags: Iterable[str], primary: str, points: dict[str, int] | None = None) -> str | None:
-    """The curve to plot for ``primary``: the tag itself, else ``<group>/<primary>`` (``eval/`` first), else
-    the first ``eval/`` tag, else ``train/loss``, else the first tag.
+_AXIS_SUFFIX = re.compile(r"_vs_[A-Za-z0-9_]+$")
+"""A tag's x-axis suffix (``eval/episode_return_vs_env_frames``: RL runs log against environment frames)."""
 
-    With ``points`` (logged points per tag), a primary metric logged fewer than 3 times (e.g. a final linear probe)
-    gives way to the ``eval/`` tag with the most points (e.g. a kNN monitor), then to ``train/loss``.
+
+def is_metric_tag(tag: str, metric: str) -> bool:
+    """Whether ``tag`` is the curve of final metric ``metric``: the same name, optionally with an x-axis suffix
+    (``_vs_env_frames``) and, for a metric named without a group, under any group (``eval/top1`` for ``top1``).
+
+    ``eval/episode_return_std_vs_env_frames`` is *not* a curve of ``eval/episode_return``.
+    """
+    if not metric:
+        return False
+    base = _AXIS_SUFFIX.sub("", tag)
+    return base == metric or ("/" not in metric and base.split("/")[-1] == metric)
+
+
+def _is_spread(tag: str) -> bool:
+    """A dispersion tag (``..._std``), never a fallback curve."""
+    return _AXIS_SUFFIX.sub("", tag).endswith(("_std", "_var"))
+
+
+def choose_tag(tags: Iterable[str], primary: str, points: dict[str, int] | None = None) -> str | None:
+    """The curve to plot for ``primary``: the tag that carries it (:func:`is_metric_tag`; the exact name, then
+    ``eval/`` tags first). Without such a tag: the first ``eval/`` tag, else ``train/loss``, else the first tag.
+
+    With ``points`` (logged points per tag), a primary metric logged only once (e.g. a final linear probe) cannot
+    make a curve and gives way to the ``eval/`` tag with the most points (e.g. a kNN monitor), then to
+    ``train/loss``. Dispersion tags (``*_std``) are never chosen in its place.
     """
     tags = sorted(set(tags))
-    if points is not None and points.get(primary, 0) < 3:
-        curves = sorted((t for t in tags if t.startswith("eval/") and points.get(t, 0) >= 3),
+    rank = lambda t: (t != primary, not t.startswith("eval/"), t)  # noqa: E731
+    named = sorted((t for t in tags if is_metric_tag(t, primary)), key=rank)
+    if named and (points is None or points.get(named[0], 0) >= 2):
+        return named[0]
+    candidates = [t for t in tags if not _is_spread(t) and t not in named]
+    if points is not None:
+        curves = sorted((t for t in candidates if t.startswith("eval/") and points.get(t, 0) >= 3),
                         key=lambda t: (-points[t], t))
         if curves:
             return curves[0]
         if points.get("train/loss", 0) >= 3:
             return "train/loss"
-    if primary in tags:
-        return primary
-    named = [t for t in tags if primary and t.split("/")[-1] == primary]
-    if named:
-        return sorted(named, key=lambda t: (not t.startswith("eval/"), t))[0]
-    evals = [t for t in tags if t.startswith("eval/")]
+        if named:
+            return named[0]
+    evals = [t for t in candidates if t.startswith("eval/")]
     if evals:
         return evals[0]
-    return "train/loss" if "train/loss" in tags else (tags[0] if tags else None)
+    if "train/loss" in tags:
+        return "train/loss"
+    return candidates[0] if candidates else (tags[0] if tags else None)
 
 
 def mean_band(curves: Sequence[Sequence[tuple[int, float]]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -81,21 +114,40 @@ def _panels(groups: Sequence[Group], title: str) -> tuple[Any, Any, list[str], d
     return fig, axes.flat, rows, colors
 
 
-def plot_curves(groups: Sequence[Group], path: Path, tag: str | None = None) -> Path:
-    """``curves.png``: per task panel, the mean ± std band over seeds of each configuration's curve."""
+def _points(curves: Iterable[dict[str, list[tuple[int, float]]]]) -> dict[str, int]:
+    """Most points any run logged, per tag."""
+    points: dict[str, int] = {}
+    for c in curves:
+        for t, pts in c.items():
+            points[t] = max(points.get(t, 0), len(pts))
+    return points
+
+
+def curve_tags(groups: Sequence[Group], tag: str | None = None) -> dict[str, str | None]:
+    """The tag plotted in each task row: ``tag`` (``--curve``) if given, else :func:`choose_tag` for the row's
+    primary metric over the tags its runs logged."""
+    out: dict[str, str | None] = {}
+    for row in dict.fromkeys(g.row for g in groups):
+        mine = [g for g in groups if g.row == row]
+        points = _points(load_curves(r.run_dir) for g in mine for r in g.runs)
+        out[row] = tag or choose_tag(points, mine[0].primary, points)
+    return out
+
+
+def _xlabel(tag: str | None) -> str:
+    return "environment frames" if tag and "frames" in tag else "step"
+
+
+def plot_curves(groups: Sequence[Group], path: Path, tags: dict[str, str | None] | None = None) -> Path:
+    """``curves.png``: per task panel, the mean ± std band over seeds of each configuration's curve of the tag
+    ``tags[row]`` (default :func:`curve_tags`)."""
+    tags = tags if tags is not None else curve_tags(groups)
     fig, axes, rows, colors = _panels(groups, "learning curves (mean ± std over seeds)")
     for ax, row in zip(axes, rows, strict=False):
-        mine = [g for g in groups if g.row == row]
-        curves = {id(g): [load_curves(r.run_dir) for r in g.runs] for g in mine}
-        points: dict[str, int] = {}
-        for runs in curves.values():
-            for c in runs:
-                for t, pts in c.items():
-                    points[t] = max(points.get(t, 0), len(pts))
-        use = tag or choose_tag(points, mine[0].primary, points)
-        drawn = 0
-        for g in mine:
-            steps, mean, std = mean_band([c.get(use, []) for c in curves[id(g)]]) if use else ([], [], [])
+        use, drawn = tags.get(row), 0
+        for g in (g for g in groups if g.row == row):
+            runs = [load_curves(r.run_dir) for r in g.runs]
+            steps, mean, std = mean_band([c.get(use, []) for c in runs]) if use else ([], [], [])
             if len(steps) == 0:
                 continue
             marker = "o" if len(steps) < 5 else None  # a single evaluation is still visible
@@ -103,7 +155,7 @@ def plot_curves(groups: Sequence[Group], path: Path, tag: str | None = None) -> 
             ax.fill_between(steps, mean - std, mean + std, color=colors[g.column], alpha=0.2, lw=0)
             drawn += 1
         ax.set_title(row)
-        ax.set_xlabel("step" if not use or "frames" not in use else "environment frames")
+        ax.set_xlabel(_xlabel(use))
         ax.set_ylabel(use or "")
         ax.grid(alpha=0.3)
         if drawn:
@@ -116,40 +168,112 @@ def plot_curves(groups: Sequence[Group], path: Path, tag: str | None = None) -> 
     return Path(path)
 
 
+CURVE_REPS = 2000
+"""Bootstrap replicates per point of an aggregate curve (the bands are drawn, not tabulated)."""
+CURVE_POINTS = 200
+"""At most this many x positions per aggregate curve."""
+
+
+def aggregate_curve(tasks: Sequence[Sequence[Sequence[tuple[int, float]]]]) -> tuple[np.ndarray, ...]:
+    """IQM over (task, seed) of one configuration's curves with a 95 % stratified bootstrap band.
+
+    ``tasks[t][s]`` is the curve of seed s in task t. Every curve is interpolated on the steps all of them cover.
+    Returns ``(steps, iqm, low, high)``, each ``[S]`` (empty without a common range).
+    """
+    flat = [c for runs in tasks for c in runs if c]
+    if not flat:
+        return np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0)
+    lo = max(c[0][0] for c in flat)
+    hi = min(c[-1][0] for c in flat)
+    steps = np.unique(np.concatenate([np.array([s for s, _ in c], float) for c in flat]))
+    steps = steps[(steps >= lo) & (steps <= hi)]
+    if len(steps) > CURVE_POINTS:
+        steps = steps[np.linspace(0, len(steps) - 1, CURVE_POINTS).round().astype(int)]
+    if len(steps) == 0:
+        return np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0)
+    per_task = [
+        np.stack([np.interp(steps, [s for s, _ in c], [v for _, v in c]) for c in runs if c])  # [seeds, S]
+        for runs in tasks
+        if any(runs)
+    ]
+    est, low, high = st.interval(per_task, "iqm", reps=CURVE_REPS)
+    return steps, np.asarray(est), np.asarray(low), np.asarray(high)
+
+
+def plot_aggregate(groups: Sequence[Group], path: Path, tags: dict[str, str | None] | None = None) -> Path:
+    """``aggregate.png``: per primary metric, the IQM over every task × seed of each configuration's curve, with
+    its 95 % stratified bootstrap band (rliable's sample-efficiency curves). A configuration is drawn only if it
+    has curves in every task of that metric; with one task this is the IQM over seeds."""
+    plt = _pyplot()
+    tags = tags if tags is not None else curve_tags(groups)
+    metrics = list(dict.fromkeys(g.primary for g in groups))
+    cols = list(dict.fromkeys(g.column for g in groups))
+    cmap = plt.get_cmap("tab10" if len(cols) <= 10 else "tab20")
+    colors = {c: cmap(i % cmap.N) for i, c in enumerate(cols)}
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6.5 * len(metrics), 4.5), squeeze=False)
+    fig.suptitle("aggregate over tasks: IQM over task × seed, 95 % stratified bootstrap band")
+    for ax, metric in zip(axes.flat, metrics, strict=True):
+        mine = [g for g in groups if g.primary == metric]
+        rows = list(dict.fromkeys(g.row for g in mine))
+        drawn = 0
+        for col in dict.fromkeys(g.column for g in mine):
+            per_row = [next((g for g in mine if g.row == r and g.column == col), None) for r in rows]
+            if not all(per_row):
+                continue
+            tasks = [[load_curves(r.run_dir).get(tags.get(g.row) or "", []) for r in g.runs] for g in per_row]
+            if not all(any(runs) for runs in tasks):
+                continue
+            steps, est, low, high = aggregate_curve(tasks)
+            if len(steps) == 0:
+                continue
+            marker = "o" if len(steps) < 5 else None
+            ax.plot(steps, est, color=colors[col], label=col, lw=1.8, marker=marker)
+            if not np.isnan(low).all():
+                ax.fill_between(steps, low, high, color=colors[col], alpha=0.2, lw=0)
+            drawn += 1
+        used = sorted({t for r, t in tags.items() if r in rows and t})
+        ax.set_title(f"{metric or 'metric'} over {len(rows)} task{'s' * (len(rows) != 1)}")
+        ax.set_xlabel(_xlabel(used[0] if used else None))
+        ax.set_ylabel(f"IQM of {', '.join(used) or metric}")
+        ax.grid(alpha=0.3)
+        if drawn:
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "no curves in every task", ha="center", va="center", transform=ax.transAxes)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
+
 def plot_final(groups: Sequence[Group], path: Path) -> Path:
-    """``final.png``: per task panel, mean final primary metric (bar) ± std (whisker), seeds as dots; the best
-    configuration has a thick outline and a ★."""
-    fig, axes, rows, colors = _panels(groups, "final metric (mean ± std over seeds)")
-    best = best_by_row(groups)
+    """``final.png``: per task panel, mean final primary metric (bar) with its 95 % bootstrap interval (whisker),
+    seeds as dots. A ★ and a thick outline mark the best only where its interval excludes the others'."""
+    fig, axes, rows, colors = _panels(groups, "final metric (mean, 95 % bootstrap CI over seeds; ★ = separated best)")
+    judged = verdicts(groups)
     for ax, row in zip(axes, rows, strict=False):
         mine = [g for g in groups if g.row == row]
+        winner = judged[row].winner
         for i, g in enumerate(mine):
-            mean, std, n = g.stats()
+            mean, _, n = g.stats()
             if n == 0:
                 ax.text(i, 0, "failed", ha="center", va="bottom", color="red", rotation=90)
                 continue
-            is_best = best.get(row) is g
-            ax.bar(
-                i,
-                mean,
-                yerr=std,
-                color=colors[g.column],
-                capsize=4,
-                alpha=0.85,
-                edgecolor="black",
-                linewidth=2.5 if is_best else 0.5,
-            )
+            _, lo, hi = g.interval("mean")
+            err = None if np.isnan(lo) else [[mean - lo], [hi - mean]]
+            ax.bar(i, mean, yerr=err, color=colors[g.column], capsize=4, alpha=0.85, edgecolor="black",
+                   linewidth=2.5 if g.column == winner else 0.5)
             vals = g.values()
             ax.scatter(
                 [i + (k - (len(vals) - 1) / 2) * 0.08 for k in range(len(vals))], vals, color="black", s=12, zorder=3
             )
         ax.set_xticks(range(len(mine)))
         ax.set_xticklabels(
-            [("★ " if best.get(row) is g else "") + g.column for g in mine], rotation=30, ha="right", fontsize=8
+            [("★ " if g.column == winner else "") + g.column for g in mine], rotation=30, ha="right", fontsize=8
         )
         direction = "↑" if mine[0].higher_is_better else "↓"
         ax.set_ylabel(f"{mine[0].primary or 'metric'} {direction}")
-        ax.set_title(row)
+        ax.set_title(f"{row}  (best: {judged[row].text})", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

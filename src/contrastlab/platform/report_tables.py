@@ -1,0 +1,297 @@
+"""The tables of ``platform report``: ``results.md``, ``results.csv`` and ``summary.csv``.
+
+Every interval is a 95 % percentile bootstrap over seeds with a fixed seed (:mod:`.stats`), so a rebuilt report
+prints the same numbers. "Best" is claimed only where the best configuration's interval excludes every other
+configuration's interval in the same task; otherwise the task's ``best`` cell says ``tie`` and names the
+configurations whose intervals overlap the leader's.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from contrastlab.platform import stats as st
+from contrastlab.platform.report import Group
+
+CI_NOTE = (
+    f"95 % CI: percentile bootstrap over seeds ({st.REPS:,} resamples, seed {st.SEED}; undefined for one seed)"
+)
+"""How the intervals were computed (printed under the tables)."""
+
+
+# ---------------------------------------------------------------------------------------------- verdicts
+@dataclass(frozen=True)
+class Verdict:
+    """Which configuration of a task (or of the aggregate) is best, if the intervals can tell."""
+
+    winner: str | None
+    """The best configuration, set only when its interval excludes every other configuration's."""
+    leaders: tuple[str, ...]
+    """The winner alone, or the best mean plus every configuration whose interval overlaps it (a tie)."""
+
+    @property
+    def text(self) -> str:
+        """``dcl tau_plus=0.1``, ``tie: a, b`` or ``–`` (fewer than two configurations to compare)."""
+        if self.winner:
+            return self.winner
+        return f"tie: {', '.join(self.leaders)}" if self.leaders else "–"
+
+
+def judge(cands: Sequence[tuple[str, float, float, float]], higher_is_better: bool = True) -> Verdict:
+    """Decide the best of ``cands`` = ``(name, estimate, low, high)`` from their intervals.
+
+    The leader is the best estimate. It wins only if :func:`.stats.separated` holds against all others; else it
+    ties with every candidate whose interval overlaps its own (or is undefined).
+    """
+    live = [c for c in cands if not math.isnan(c[1])]
+    if len(live) < 2:
+        return Verdict(None, ())
+    sign = 1.0 if higher_is_better else -1.0
+    live.sort(key=lambda c: -sign * c[1])
+    top, others = live[0], live[1:]
+    if st.separated((top[2], top[3]), [(c[2], c[3]) for c in others], higher_is_better):
+        return Verdict(top[0], (top[0],))
+    tied = [top[0]]
+    for name, _, lo, hi in others:
+        unknown = any(math.isnan(v) for v in (lo, hi, top[2], top[3]))
+        if unknown or not (hi < top[2] or lo > top[3]):
+            tied.append(name)
+    return Verdict(None, tuple(tied))
+
+
+def verdicts(groups: Sequence[Group], stat: str = "mean") -> dict[str, Verdict]:
+    """One :class:`Verdict` per task row, on the primary metric's ``stat`` intervals."""
+    out = {}
+    for row in dict.fromkeys(g.row for g in groups):
+        mine = [g for g in groups if g.row == row]
+        out[row] = judge([(g.column, *g.interval(stat)) for g in mine], mine[0].higher_is_better)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- formatting
+def decimals(value: float) -> int:
+    """1 to 4 decimals, fewer for larger magnitudes (``0.8123``, ``812.3``)."""
+    if math.isnan(value) or value == 0:
+        return 4 if value == 0 else 1
+    return min(4, max(1, 3 - math.floor(math.log10(abs(value)))))
+
+
+def fmt_mean_std(mean: float, std: float, n: int = 2) -> str:
+    """``0.8123 ± 0.0130`` with decimals chosen from the magnitude of the mean; one seed shows ``0.8123 (n=1)``
+    because a sample std is undefined there."""
+    if math.isnan(mean):
+        return "–"
+    dec = decimals(mean)
+    if n == 1:
+        return f"{mean:.{dec}f} (n=1)"
+    return f"{mean:.{dec}f} ± {std:.{dec}f}"
+
+
+def fmt_interval(estimate: float, lo: float, hi: float, dec: int | None = None) -> str:
+    """``812.3 [795.0, 826.1]``; ``812.3`` alone when the interval is undefined; ``–`` without an estimate."""
+    if math.isnan(estimate):
+        return "–"
+    dec = decimals(estimate) if dec is None else dec
+    if math.isnan(lo) or math.isnan(hi):
+        return f"{estimate:.{dec}f}"
+    return f"{estimate:.{dec}f} [{lo:.{dec}f}, {hi:.{dec}f}]"
+
+
+def _failed_text(g: Group) -> str:
+    err = next((r.error for r in g.runs if r.error), None) or next(iter({r.status for r in g.runs}), "?")
+    return f"failed: {str(err)[:60]}"
+
+
+def main_cell(g: Group, winner: bool) -> str:
+    """``mean ± std [95 % CI]`` of the primary metric, bold for the task's winner, ``(n=k/N)`` when seeds are
+    missing, ``failed: <error>`` when none completed."""
+    mean, std, n = g.stats()
+    if n == 0:
+        return _failed_text(g)
+    _, lo, hi = g.interval("mean")
+    text = fmt_mean_std(mean, std, n)
+    if n > 1:
+        dec = decimals(mean)
+        text += f" [{lo:.{dec}f}, {hi:.{dec}f}]"
+    text = f"**{text}**" if winner else text
+    return text if n == len(g.runs) or n == 1 else f"{text} (n={n}/{len(g.runs)})"
+
+
+# ---------------------------------------------------------------------------------------------- aggregate
+def aggregate_columns(groups: Sequence[Group]) -> dict[str, dict[str, list[Group]]]:
+    """``{metric: {column: [its group in every task]}}`` for metrics shared by ≥ 2 task rows; a column is kept
+    only where it has completed seeds in every one of those tasks (the aggregate needs the same task set)."""
+    out: dict[str, dict[str, list[Group]]] = {}
+    for metric in dict.fromkeys(g.primary for g in groups):
+        mine = [g for g in groups if g.primary == metric]
+        rows = list(dict.fromkeys(g.row for g in mine))
+        if len(rows) < 2:
+            continue
+        cols: dict[str, list[Group]] = {}
+        for col in dict.fromkeys(g.column for g in mine):
+            per_row = [next((g for g in mine if g.row == r and g.column == col and g.values()), None) for r in rows]
+            if all(per_row):
+                cols[col] = per_row  # type: ignore[assignment]
+        if cols:
+            out[metric] = cols
+    return out
+
+
+def aggregate_intervals(tasks: Sequence[Group], stat: str) -> tuple[float, float, float]:
+    """``stat`` over the pooled (task, seed) final scores with a stratified bootstrap interval (rliable)."""
+    est = st.interval([np.array(g.values()) for g in tasks], stat)
+    return float(est[0]), float(est[1]), float(est[2])
+
+
+def _aggregate_lines(groups: Sequence[Group]) -> list[str]:
+    lines: list[str] = []
+    for metric, cols in aggregate_columns(groups).items():
+        higher = next(iter(cols.values()))[0].higher_is_better
+        rows = {g.row for gs in cols.values() for g in gs}
+        est = {c: (aggregate_intervals(gs, "iqm"), aggregate_intervals(gs, "mean")) for c, gs in cols.items()}
+        verdict = judge([(c, *e[0]) for c, e in est.items()], higher)
+        lines += [
+            "",
+            f"## Aggregate over {len(rows)} tasks: {metric}",
+            "",
+            "IQM (mean of the middle 50 % of all task × seed scores) and mean, each with a 95 % stratified bootstrap",
+            "interval (seeds resampled within each task), as in rliable (Agarwal et al. 2021). Scores are pooled",
+            "unnormalised, so this assumes the tasks share a scale (DMC returns: 0–1000; accuracies: 0–1).",
+            "",
+            "| configuration | runs | IQM [95 % CI] | mean [95 % CI] |",
+            "|---|---|---|---|",
+        ]
+        for c, (iqm_est, mean_est) in est.items():
+            runs = sum(len(g.values()) for g in cols[c])
+            name = f"**{c}**" if verdict.winner == c else c
+            lines.append(f"| {name} | {runs} | {fmt_interval(*iqm_est)} | {fmt_interval(*mean_est)} |")
+        lines += ["", f"Best IQM: {verdict.text}."]
+        missing = sorted({g.column for g in groups if g.primary == metric} - set(cols))
+        if missing:
+            lines.append(f"Not aggregated (missing or failed in some task): {', '.join(missing)}.")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------- markdown
+def markdown(groups: Sequence[Group], curve_tags: Mapping[str, str | None] | None = None) -> str:
+    """The text of ``results.md`` (see the module docstring); ``curve_tags``: the tag plotted per task."""
+    judged = verdicts(groups)
+    rows = list(dict.fromkeys(g.row for g in groups))
+    cols = list(dict.fromkeys(g.column for g in groups))
+    cell = {(g.row, g.column): g for g in groups}
+    metrics = list(dict.fromkeys(g.primary for g in groups if g.primary)) or ["?"]
+    arrow = {True: "↑", False: "↓"}
+    out = [
+        "# Results",
+        "",
+        f"Final {', '.join(metrics)}: mean ± std over seeds (sample std, n−1) [{CI_NOTE}].",
+        "**Bold** marks the best configuration of a task only where its interval excludes every other one's;",
+        "otherwise the `best` column says `tie` and names the configurations whose intervals overlap the leader's.",
+        "",
+        "| task | metric | " + " | ".join(cols) + " | best |",
+        "|---|---|" + "---|" * (len(cols) + 1),
+    ]
+    for r in rows:
+        anyg = next(g for g in groups if g.row == r)
+        v = judged[r]
+        cells = [main_cell(cell[(r, c)], v.winner == c) if (r, c) in cell else "" for c in cols]
+        metric = f"{anyg.primary} ({arrow[anyg.higher_is_better]})"
+        out.append(f"| {r} | {metric} | " + " | ".join(cells) + f" | {v.text} |")
+    out += [
+        "",
+        "## Per-task IQM",
+        "",
+        "Interquartile mean over seeds [95 % bootstrap CI] (with 3 seeds or fewer the IQM is the mean).",
+        "",
+        "| task | " + " | ".join(cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
+    for r in rows:
+        cells = [fmt_interval(*cell[(r, c)].interval("iqm")) if (r, c) in cell else "" for c in cols]
+        out.append(f"| {r} | " + " | ".join(cells) + " |")
+    out += _aggregate_lines(groups)
+    if curve_tags:
+        out += ["", "Learning curves (`curves.png`, `aggregate.png`) show, per task:"]
+        out += [f"- {r}: `{t or 'nothing logged'}`" for r, t in curve_tags.items()]
+    out += _all_metrics_lines(groups) + _failure_lines(groups)
+    return "\n".join(out) + "\n"
+
+
+def _all_metrics_lines(groups: Sequence[Group]) -> list[str]:
+    names = sorted({m for g in groups for run in g.runs for m in run.metrics})
+    out = [
+        "",
+        "## All final metrics",
+        "",
+        "Mean ± std over the completed seeds.",
+        "",
+        "| task | configuration | seeds ok | " + " | ".join(names) + " |",
+        "|---|---|---|" + "---|" * len(names),
+    ]
+    for g in groups:
+        vals = [fmt_mean_std(*g.stats(m)) for m in names]
+        out.append(f"| {g.row} | {g.column} | {g.stats()[2]}/{len(g.runs)} | " + " | ".join(vals) + " |")
+    return out
+
+
+def _failure_lines(groups: Sequence[Group]) -> list[str]:
+    failed = [(g, r) for g in groups for r in g.runs if r.status != "completed"]
+    if not failed:
+        return []
+    out = [
+        "",
+        "## Runs not completed",
+        "",
+        "| task | configuration | seed | status | error | run |",
+        "|---|---|---|---|---|---|",
+    ]
+    for g, r in failed:
+        err = (r.error or "").replace("|", "\\|")
+        out.append(f"| {g.row} | {g.column} | {r.seed} | {r.status} | {err} | {r.run_dir} |")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- csv
+def write_csv(groups: Sequence[Group], path: Path) -> Path:
+    """``results.csv``: one row per run with its configuration, status, error and every final metric (a
+    metric whose name clashes with a fixed column, e.g. ``loss``, is written as ``metric.<name>``)."""
+    metric_names = sorted({m for g in groups for r in g.runs for m in r.metrics})
+    fixed = ["task", "configuration", "plugin", "preset", "loss", "seed", "status", "error"]
+    fixed += ["primary_metric", "primary_value", "wall_time_s", "overrides", "run_dir"]
+    head = [*fixed[:10], *(f"metric.{m}" if m in fixed else m for m in metric_names), *fixed[10:]]
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(head)
+        for g in groups:
+            for r in g.runs:
+                ov = ";".join(f"{k}={v}" for k, v in sorted(r.overrides.items()))
+                wall = r.wall_time_s if r.wall_time_s is not None else ""
+                row = [g.row, g.column, r.plugin, r.preset or "", r.loss, r.seed, r.status, r.error or ""]
+                row += [r.primary, r.metrics.get(r.primary, ""), *(r.metrics.get(m, "") for m in metric_names)]
+                writer.writerow([*row, wall, ov, str(r.run_dir)])
+    return path
+
+
+def write_summary_csv(groups: Sequence[Group], path: Path) -> Path:
+    """``summary.csv``: one row per configuration: n, mean, std, 95 % CI, IQM with its CI, and the task's verdict
+    (``best``, ``tie`` for a configuration tied with the leader, empty otherwise)."""
+    judged = verdicts(groups)
+    head = ["task", "configuration", "metric", "higher_is_better", "n", "runs", "mean", "std", "ci_low", "ci_high"]
+    head += ["iqm", "iqm_low", "iqm_high", "verdict"]
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(head)
+        for g in groups:
+            mean, std, n = g.stats()
+            v = judged[g.row]
+            verdict = "best" if v.winner == g.column else ("tie" if g.column in v.leaders else "")
+            nums = [mean, std, *g.interval("mean")[1:], *g.interval("iqm")]
+            cells = ["" if math.isnan(x) else f"{x:.6g}" for x in nums]
+            writer.writerow([g.row, g.column, g.primary, g.higher_is_better, n, len(g.runs), *cells, verdict])
+    return path

@@ -1,0 +1,66 @@
+"""Interval estimates of the report: IQM, percentile bootstrap, stratification over tasks, determinism."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from contrastlab.platform import stats as st
+
+
+def test_iqm_matches_a_quarter_trimmed_mean():
+    scipy_stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 3, 4, 5, 8, 10, 17):
+        x = rng.normal(size=n)
+        assert st.iqm(x) == pytest.approx(scipy_stats.trim_mean(x, 0.25))
+    assert st.iqm(np.array([1.0, 2.0, 3.0, 100.0])) == 2.5
+    assert st.iqm(np.array([[1.0, 2.0, 3.0, 100.0], [0.0, 0.0, 1.0, 1.0]])).tolist() == [2.5, 0.5]  # last axis
+
+
+def test_interval_is_deterministic_and_brackets_the_estimate():
+    x = np.array([0.61, 0.72, 0.70, 0.65, 0.80])
+    a, b = st.interval(x), st.interval(x)
+    assert a == b
+    est, lo, hi = a
+    assert est == pytest.approx(x.mean()) and x.min() <= lo < est < hi <= x.max()
+    reps = [st.stratified_replicates([x], st.mean, reps=100, seed=s) for s in (0, 0, 1)]
+    assert np.array_equal(reps[0], reps[1]) and not np.array_equal(reps[0], reps[2])
+    assert st.interval(list(x), "iqm")[0] == pytest.approx(st.iqm(x))
+
+
+def test_interval_undefined_for_one_seed_and_empty():
+    est, lo, hi = st.interval(np.array([3.0]))
+    assert est == 3.0 and math.isnan(lo) and math.isnan(hi)
+    assert all(math.isnan(v) for v in st.interval([]))
+
+
+def test_bootstrap_is_stratified_by_task():
+    """Seeds are resampled within each task, so every replicate keeps each task's share of the pool."""
+    zeros, ones = np.zeros(2), np.ones(3)
+    est, lo, hi = st.interval([zeros, ones], "mean")
+    assert est == lo == hi == pytest.approx(0.6)  # 3 of 5 pooled scores are 1 in every replicate
+    curves = [np.array([[0.0, 1.0], [0.0, 3.0]]), np.array([[10.0, 10.0], [20.0, 20.0]])]  # [seeds, S] per task
+    est, lo, hi = st.interval(curves, "mean")
+    assert est.tolist() == [7.5, 8.5] and (lo <= est).all() and (est <= hi).all()
+
+
+def test_percentile_interval_covers_the_mean_about_95_percent():
+    rng = np.random.default_rng(0)
+    hits = 0
+    for trial in range(200):
+        x = rng.normal(10.0, 2.0, size=30)
+        _, lo, hi = st.interval(x, reps=2000, seed=trial)
+        hits += lo <= 10.0 <= hi
+    assert 0.88 <= hits / 200 <= 0.99
+
+
+def test_separated():
+    assert st.separated((0.9, 1.0), [(0.5, 0.8), (0.1, 0.2)], higher_is_better=True)
+    assert not st.separated((0.8, 1.0), [(0.5, 0.8)], higher_is_better=True)  # touching is overlap
+    assert st.separated((0.1, 0.2), [(0.3, 0.4)], higher_is_better=False)
+    assert not st.separated((0.1, 0.2), [(0.3, 0.4)], higher_is_better=True)
+    assert not st.separated((float("nan"), float("nan")), [(0.0, 0.1)], higher_is_better=True)
+    assert not st.separated((0.9, 1.0), [(float("nan"), float("nan"))], higher_is_better=True)
