@@ -243,3 +243,38 @@ def validate_points(points: Sequence[GridPoint]) -> dict[str, Any]:
         check_compatibility(plugin, config)
         configs[p.config_hash] = config
     return configs
+
+
+# ---------------------------------------------------------------------------------------------- ETA
+def fmt_duration(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``3.4 h``, ``2.5 days``."""
+    if seconds >= 48 * 3600:
+        return f"{seconds / 86400:.1f} days"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
+
+
+def estimate_wall_time(
+    points: Sequence[GridPoint], configs: dict[str, Any], slots: Sequence[str | None], plugin: Any
+) -> tuple[float | None, list[str]]:
+    """``(seconds until the whole list has run, devices estimated for)`` from the plugin's
+    :meth:`~contrastlab.platform.task.TaskPlugin.estimate_seconds`, scheduling the runs in order on ``slots`` as
+    the runner does (each starts on the first free slot). ``None`` when the plugin gives no estimate."""
+    from contrastlab.platform.run import resolve_device
+
+    free = [0.0] * max(1, len(slots))
+    kinds: dict[str, None] = {}
+    for p in points:
+        slot = min(range(len(free)), key=free.__getitem__)
+        config = configs[p.config_hash]
+        device = slots[slot] if slots and slots[slot] else str(resolve_device(config.device))
+        kind = "cuda" if device.startswith("cuda") else "cpu"
+        seconds = plugin.estimate_seconds(config, kind)
+        if seconds is None:
+            return None, []
+        kinds[kind] = None
+        free[slot] += float(seconds)
+    return max(free), list(kinds)

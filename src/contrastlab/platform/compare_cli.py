@@ -17,17 +17,21 @@ import typer
 
 from contrastlab.platform import compare as cmp
 from contrastlab.platform import compare_run as runner
-from contrastlab.platform.cli_common import console, err_console, get_plugin, user_errors
+from contrastlab.platform.cli_common import console, err_console, user_errors
+from contrastlab.platform.compare_plan import eta_lines, make_plan
 from contrastlab.platform.errors import ConfigError
 
 LOCK_FILE = ".compare.lock"
 
 HELP = {
-    "plugin": "Task plugin to run, e.g. --plugin simclr (see `platform list plugins`).",
-    "loss": "Comma-separated losses to compare, e.g. --loss infonce,dcl,hcl.",
-    "seeds": "Run seeds 1..N for every configuration, e.g. --seeds 3 (default: 1).",
+    "plugin": "Task plugin to run, e.g. --plugin simclr (see `platform list plugins`); not needed with --recipe.",
+    "loss": "Comma-separated losses to compare, e.g. --loss infonce,dcl,hcl (not with --recipe).",
+    "seeds": "Run seeds 1..N for every configuration, e.g. --seeds 3 (default: 1, or the recipe's count).",
     "seed_list": "Exact seeds instead of --seeds, e.g. --seed-list 1,2,7.",
-    "preset": "Plugin preset for every run, e.g. --preset smoke (default: the plugin's default).",
+    "preset": "Plugin preset for every run, e.g. --preset paper. Required for plugins with GPU-sized presets "
+    "(curl, simclr, pu) unless --recipe gives it.",
+    "recipe": "A whole experiment: a built-in recipe name (dcl-table3) or a recipe YAML file; fixes the plugin, "
+    "preset, losses, tasks and grid. --seeds, --preset and --set still override it.",
     "set": "Fixed override for every run (repeatable), e.g. --set train.max_steps=50 (simclr). "
     "A loss.* key only reaches the losses that have that hyperparameter.",
     "grid": "Grid axis KEY=V1,V2,... (repeatable; axes multiply), e.g. --grid loss.tau_plus=0.01,0.05,0.1. "
@@ -36,10 +40,10 @@ HELP = {
     "unless it is already set.",
     "devices": "CUDA devices, one run per device at a time, e.g. --devices 0,1 (each run gets --device "
     "cuda:K). Exclusive with --jobs.",
-    "out": "Output directory, e.g. --out results/table3 (default: compare/<plugin>-<hash of the grid>).",
+    "out": "Output directory, e.g. --out results/table3 (default: compare/<plugin or recipe>-<hash of the grid>).",
     "rows": "Comma-separated config keys naming the table rows, e.g. --rows env.task (default: every "
     "varying key not under loss.).",
-    "dry_run": "Print the expanded grid and what would run (new/resume/finished), then stop.",
+    "dry_run": "Print the preset, run count, ETA and the expanded grid (new/resume/finished), then stop.",
     "dirs": "Run directories, or folders containing them, e.g. compare/simclr-1a2b3c4d runs/simclr.",
     "report_out": "Where to write the outputs, e.g. --out report/ (default: the first DIR).",
     "curve": "Metric tag to plot as the learning curve, e.g. --curve eval/knn_top1 "
@@ -86,14 +90,24 @@ def acquire_lock(out: Path) -> Path:
     return lock
 
 
+def recorded_rows(dirs: Sequence[Path]) -> list[str] | None:
+    """The table row keys a ``compare.json`` in ``dirs`` recorded (a recipe's), if they all agree."""
+    found = set()
+    for d in dirs:
+        spec = runner.read_json(Path(d) / "compare.json") or {}
+        if spec.get("rows"):
+            found.add(tuple(spec["rows"]))
+    return list(found.pop()) if len(found) == 1 else None
+
+
 def print_results(out: Path) -> None:
     """Echo the first table of ``results.md`` and where every output is."""
     text = (out / "results.md").read_text().split("\n## ")[0]
     console.print(text, markup=False, highlight=False, soft_wrap=True)
-    for name in ("results.csv", "results.md", "curves.png", "final.png"):
-        console.print(f"{name:12s} {out / name}", highlight=False, soft_wrap=True)
+    for name in ("results.csv", "summary.csv", "results.md", "curves.png", "aggregate.png", "final.png"):
+        console.print(f"{name:13s} {out / name}", highlight=False, soft_wrap=True)
     console.print(
-        f"TensorBoard  tensorboard --logdir {out / 'tensorboard'}   (or: platform tensorboard {out / 'tensorboard'})",
+        f"TensorBoard   tensorboard --logdir {out / 'tensorboard'}   (or: platform tensorboard {out / 'tensorboard'})",
         highlight=False,
         soft_wrap=True,
     )
@@ -105,8 +119,9 @@ def add_compare_commands(app: typer.Typer) -> None:
     @app.command("compare")
     @user_errors
     def compare(
-        plugin: Annotated[str, typer.Option("--plugin", "-p", help=HELP["plugin"])],
-        loss: Annotated[str, typer.Option(help=HELP["loss"])],
+        plugin: Annotated[str | None, typer.Option("--plugin", "-p", help=HELP["plugin"])] = None,
+        loss: Annotated[str | None, typer.Option(help=HELP["loss"])] = None,
+        recipe: Annotated[str | None, typer.Option(help=HELP["recipe"])] = None,
         seeds: Annotated[int | None, typer.Option(help=HELP["seeds"])] = None,
         seed_list: Annotated[str | None, typer.Option(help=HELP["seed_list"])] = None,
         preset: Annotated[str | None, typer.Option(help=HELP["preset"])] = None,
@@ -121,7 +136,9 @@ def add_compare_commands(app: typer.Typer) -> None:
         """Run a loss × hyperparameter × seed grid as separate processes, then write the results table, plots
         and a side-by-side TensorBoard logdir.
 
-        Outputs in --out: results.csv, results.md (mean ± std, best in bold), curves.png, final.png, tensorboard/.
+        Before anything runs it prints the preset, the number of runs and an ETA. Outputs in --out: results.csv,
+        summary.csv, results.md (mean ± std [95 % CI]; best in bold only where intervals separate, else "tie"),
+        curves.png, aggregate.png, final.png, tensorboard/.
 
         Repeating the command skips finished runs and resumes unfinished ones (see docs/compare.md).
 
@@ -131,53 +148,47 @@ def add_compare_commands(app: typer.Typer) -> None:
 
           platform compare --plugin simclr --loss infonce,dcl --seeds 3 --preset smoke
 
-          platform compare --plugin curl --loss infonce,dcl --grid loss.tau_plus=0.01,0.05,0.1 --seeds 3
+          platform compare --recipe dcl-table3 --devices 0
 
-          platform compare --plugin pu --loss infonce,pucl --grid loss.alpha=0.3,0.5 --devices 0,1
+          platform compare --plugin curl --loss infonce,dcl --grid loss.tau_plus=0.01,0.1 --preset paper --seeds 3
+
+          platform compare --plugin pu --loss infonce,pucl --grid loss.alpha=0.3,0.5 --preset paper --devices 0,1
         """
-        losses = cmp.parse_losses(loss)
-        seed_values = cmp.parse_seeds(seeds, seed_list)
         sets = [cmp.parse_set(s) for s in set_ or []]
-        axes = [cmp.parse_grid(g) for g in grid or []]
         if jobs is not None and devices is not None:
             raise ConfigError("--jobs and --devices are exclusive: --devices runs one process per listed GPU")
         if jobs is not None and jobs < 1:
             raise ConfigError(f"--jobs {jobs}: must be ≥ 1")
         slots: list[str | None] = cmp.parse_devices(devices) if devices is not None else [None] * (jobs or 1)
-        task = get_plugin(plugin)
-        preset = preset or task.default_preset
-        points = cmp.expand_grid(task.name, losses, seed_values, preset=preset, sets=sets, axes=axes)
-        cmp.validate_points(points)
-        out_dir = out or default_out(task.name, preset, losses, sets, axes)
-        states = [runner.run_state(p.run_dir(out_dir)) for p in points]
+        plan = make_plan(plugin, loss, recipe, seeds, seed_list, preset, sets, grid or [])
+        configs = cmp.validate_points(plan.points)
+        out_dir = out or plan.default_out
+        states = [runner.run_state(p.run_dir(out_dir)) for p in plan.points]
         counts = {s: states.count(s) for s in ("completed", "resume", "fresh")}
         err_console.print(
-            f"{len(points)} runs → {out_dir}: {counts['completed']} finished (skipped), "
-            f"{counts['resume']} to resume, {counts['fresh']} new; "
-            f"{len(slots)} at a time; logs in {out_dir / 'logs'}",
+            f"{plan.title}: preset {plan.preset}, {len(plan.points)} runs → {out_dir}: {counts['completed']} finished "
+            f"(skipped), {counts['resume']} to resume, {counts['fresh']} new; {len(slots)} at a time; "
+            f"logs in {out_dir / 'logs'}",
             highlight=False,
             soft_wrap=True,
         )
+        pending = [p for p, s in zip(plan.points, states, strict=True) if s != "completed"]
+        for line in eta_lines(plan, pending, configs, slots):
+            style = "bold yellow" if line.startswith("warning:") else None
+            err_console.print(line, style=style, highlight=False, soft_wrap=True)
         if dry_run:
-            for p, s in zip(points, states, strict=True):
+            for p, s in zip(plan.points, states, strict=True):
                 console.print(
                     f"{s:9s} {p.label:32s} seed {p.seed:<3d} {p.run_dir(out_dir)}", highlight=False, soft_wrap=True
                 )
             return
         lock = acquire_lock(out_dir)
         try:
-            spec = {
-                "plugin": task.name,
-                "losses": losses,
-                "seeds": seed_values,
-                "preset": preset,
-                "sets": [f"{k}={v}" for k, v in sets],
-                "grid": [f"{a.key}={','.join(a.values)}" for a in axes],
-                "runs": [str(p.run_dir(out_dir)) for p in points],
-            }
+            spec = {**plan.spec, "preset": plan.preset, "rows": rows.split(",") if rows else plan.rows}
+            spec["runs"] = [str(p.run_dir(out_dir)) for p in plan.points]
             (out_dir / "compare.json").write_text(json.dumps(spec, indent=2))
             try:
-                results = runner.run_grid(points, out_dir, slots=slots, console=err_console)
+                results = runner.run_grid(plan.points, out_dir, slots=slots, console=err_console)
             except KeyboardInterrupt:
                 err_console.print(
                     "interrupted; run the same command again to resume the unfinished runs", soft_wrap=True
@@ -185,8 +196,8 @@ def add_compare_commands(app: typer.Typer) -> None:
                 raise typer.Exit(130) from None
             from contrastlab.platform.report import build_report
 
-            dirs = [p.run_dir(out_dir) for p in points if p.run_dir(out_dir).is_dir()]
-            build_report(dirs, out_dir, rows=rows.split(",") if rows else None)
+            dirs = [p.run_dir(out_dir) for p in plan.points if p.run_dir(out_dir).is_dir()]
+            build_report(dirs, out_dir, rows=rows.split(",") if rows else plan.rows)
         finally:
             lock.unlink(missing_ok=True)
         print_results(out_dir)
@@ -215,5 +226,5 @@ def add_compare_commands(app: typer.Typer) -> None:
         from contrastlab.platform.report import build_report
 
         out_dir = out or dirs[0]
-        build_report(dirs, out_dir, rows=rows.split(",") if rows else None, curve=curve)
+        build_report(dirs, out_dir, rows=rows.split(",") if rows else recorded_rows(dirs), curve=curve)
         print_results(out_dir)

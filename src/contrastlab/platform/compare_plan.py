@@ -1,0 +1,133 @@
+"""What ``platform compare`` will run, decided before anything runs: the grid (from options or a recipe), the
+preset policy, and the ETA line.
+
+**Preset policy.** A plugin that declares GPU-sized presets (``gpu_presets``: curl, simclr, pu) has a default
+preset, ``smoke``, that only checks that training runs (curl: 1,600 environment frames). A comparison on it
+would look like a result and mean nothing, so ``platform compare`` refuses such a plugin without ``--preset``
+(or a ``--recipe``, which names its preset), with a one-line error naming the presets and recipes. Plugins
+without GPU-sized presets keep their default preset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contrastlab.platform import compare as cmp
+from contrastlab.platform import recipes as rcp
+from contrastlab.platform.errors import ConfigError
+from contrastlab.platform.task import TaskPlugin
+
+
+@dataclass
+class Plan:
+    """The expanded grid of one ``platform compare`` call."""
+
+    title: str
+    """``curl: infonce, dcl`` or ``recipe dcl-table3 (curl)``."""
+    plugin: TaskPlugin
+    """The task plugin instance."""
+    preset: str
+    """The preset every run uses."""
+    points: list[cmp.GridPoint]
+    """Every run, in order."""
+    default_out: Path
+    """Output directory when ``--out`` is not given."""
+    rows: list[str] | None = None
+    """Table row keys (a recipe's; ``--rows`` wins)."""
+    spec: dict[str, Any] = field(default_factory=dict)
+    """What ``compare.json`` records (the runs are added by the caller)."""
+
+
+def require_preset(plugin: TaskPlugin, preset: str | None) -> str:
+    """The preset to use without a recipe: the given one, or the plugin's default where that is allowed (see
+    the module docstring); otherwise a :class:`ConfigError` that names the choices."""
+    if preset is not None:
+        return preset
+    if not plugin.gpu_presets:
+        return plugin.default_preset
+    recipes = [name for name, r in rcp.BUILTIN.items() if r.get("plugin") == plugin.name]
+    also = f", or --recipe {' / '.join(recipes)}" if recipes else ""
+    gpu = ", ".join(sorted(plugin.gpu_presets))
+    raise ConfigError(
+        f"--preset is required for a {plugin.name} comparison (its default '{plugin.default_preset}' only checks "
+        f"that training runs); choose one of: {', '.join(plugin.presets)} (GPU-sized: {gpu}){also}"
+    )
+
+
+def make_plan(
+    plugin: str | None,
+    loss: str | None,
+    recipe: str | None,
+    seeds: int | None,
+    seed_list: str | None,
+    preset: str | None,
+    sets: Sequence[tuple[str, str]],
+    grid: Sequence[str],
+) -> Plan:
+    """Expand ``--plugin/--loss/--grid`` or ``--recipe`` (with the ``--seeds``, ``--preset`` and ``--set`` that
+    override it) into a :class:`Plan`; input errors are one-line :class:`ConfigError`s."""
+    from contrastlab.platform.cli_common import get_plugin
+    from contrastlab.platform.compare_cli import default_out
+
+    if recipe is None:
+        if plugin is None or loss is None:
+            raise ConfigError("give --plugin and --loss (e.g. --plugin simclr --loss infonce,dcl), or --recipe NAME")
+        losses = cmp.parse_losses(loss)
+        seed_values = cmp.parse_seeds(seeds, seed_list)
+        axes = [cmp.parse_grid(g) for g in grid]
+        task = get_plugin(plugin)
+        chosen = require_preset(task, preset)
+        points = cmp.expand_grid(task.name, losses, seed_values, preset=chosen, sets=sets, axes=axes)
+        spec = {
+            "plugin": task.name,
+            "losses": losses,
+            "seeds": seed_values,
+            "sets": [f"{k}={v}" for k, v in sets],
+            "grid": [f"{a.key}={','.join(a.values)}" for a in axes],
+        }
+        out = default_out(task.name, chosen, losses, sets, axes)
+        return Plan(f"{task.name}: {', '.join(losses)}", task, chosen, points, out, None, spec)
+
+    if loss is not None or grid:
+        raise ConfigError("--recipe fixes the losses and the grid; drop --loss/--grid (use --set to change a value)")
+    r = rcp.load_recipe(recipe)
+    if plugin is not None and plugin != r.plugin:
+        raise ConfigError(f"--plugin {plugin} does not match recipe {r.name}, which runs plugin '{r.plugin}'")
+    task = get_plugin(r.plugin)
+    seed_values = cmp.parse_seeds(seeds if seeds is not None or seed_list is not None else r.seeds, seed_list)
+    chosen = preset or r.preset
+    points = rcp.expand_recipe(r, seed_values, preset=chosen, sets=sets)
+    spec = {
+        "plugin": task.name,
+        "recipe": r.name,
+        "recipe_definition": r.definition,
+        "losses": list(dict.fromkeys(p.loss for p in points)),
+        "seeds": seed_values,
+        "sets": [f"{k}={v}" for k, v in sets],
+    }
+    out = Path("compare") / rcp.recipe_out_name(r, chosen, sets)
+    rows = list(r.rows) if r.rows is not None else None
+    return Plan(f"recipe {r.name} ({task.name})", task, chosen, points, out, rows, spec)
+
+
+def eta_lines(
+    plan: Plan, pending: Sequence[cmp.GridPoint], configs: dict[str, Any], slots: Sequence[str | None]
+) -> list[str]:
+    """The ETA line (and a warning when a GPU-sized preset would run on a CPU) for the runs still to do."""
+    if not pending:
+        return ["ETA: nothing to run (every run is finished)"]
+    seconds, kinds = cmp.estimate_wall_time(pending, configs, slots, plan.plugin)
+    n = len(pending)
+    if seconds is None:
+        return [f"ETA unknown for {n} runs (plugin '{plan.plugin.name}' gives no time estimate)"]
+    where = " and ".join(kinds)
+    lines = [f"ETA ≈ {cmp.fmt_duration(seconds)} for {n} runs on {where}, {len(slots)} at a time (plugin's estimate)"]
+    if plan.preset in plan.plugin.gpu_presets and kinds == ["cpu"]:
+        lines.append(
+            f"warning: preset '{plan.preset}' is sized for a GPU but runs on the CPU here; "
+            f"for a quick check use --preset {plan.plugin.default_preset}"
+        )
+    return lines
