@@ -13,7 +13,9 @@ Two sources of rows:
   (5, 8, 11), 512 anchors × 511 negatives;
 * ``--run DIR``: real rows from a CURL run's last checkpoint (``train.save_buffer=true``): ``--batches`` replay
   batches of the run's batch size, cropped as in training, encoded by its online/key encoders, scored by its
-  bilinear ``W``. Prints the measured logit spread too.
+  bilinear ``W``. Prints the measured logit spread too. The same query/key pairs are also scored on the
+  bounded scale, ``cos(q, k)/t`` (``--cosine-temperature``, default 0.1), with the papers' floor ``N e^{-1/t}``
+  (rule ``paper``) and with the trimmed floor: the alternative of normalising q, k (``sampler.similarity=cosine``).
 
 Usage::
 
@@ -42,21 +44,24 @@ LOSSES = (("dcl", {"tau_plus": 0.1}), ("dcl", {"tau_plus": 0.01}), ("hcl", {"tau
 RULES = ("row_min", "trimmed")
 
 
-def evaluate(batches: list[Any], source: str) -> list[dict[str, Any]]:
-    """One row per (loss, floor rule): the signal report averaged over ``batches``."""
+def evaluate(batches: list[Any], source: str, rules: tuple[str, ...] = RULES) -> list[dict[str, Any]]:
+    """One row per (loss, floor rule): the signal report averaged over ``batches``. The rule ``paper`` keeps the
+    batch's own floor (for cosine batches: the papers' ``N e^{-1/t}``)."""
     infonce = cl.make_loss("infonce")
     rows = []
     for name, hp in LOSSES:
         loss = cl.make_loss(name, **hp)
-        for rule in RULES:
-            reports = [signal_report(loss, with_floor(b, rule), infonce) for b in batches]
+        for rule in rules:
+            reports = [signal_report(loss, b if rule == "paper" else with_floor(b, rule), infonce) for b in batches]
             mean = {k: sum(r[k] for r in reports) / len(reports) for k in reports[0]}
             rows.append({"source": source, "loss": name, **hp, "floor": rule, **mean})
     return rows
 
 
-def real_batches(run_dir: Path, batches: int, device: str) -> tuple[list[Any], dict[str, float]]:
-    """Contrastive batches of a CURL run's checkpoint (online queries vs key-encoder keys), and their spread."""
+def real_batches(run_dir: Path, batches: int, device: str,
+                 cosine_temperature: float = 0.1) -> tuple[list[Any], list[Any], dict[str, float]]:
+    """Contrastive batches of a CURL run's checkpoint (online queries vs key-encoder keys) scored by the run's
+    bilinear ``W``, the same query/key pairs scored as ``cos/t`` (the bounded alternative), and the spread."""
     from contrastlab.platform.run import Run
     from contrastlab.plugins.curl.augment import random_crops
     from contrastlab.plugins.curl.task import make_agent, make_env
@@ -69,7 +74,8 @@ def real_batches(run_dir: Path, batches: int, device: str) -> tuple[list[Any], d
     agent = make_agent(config, make_env(config, seed=0), run.device)
     agent.load_training_state(state["agent"])
     agent.replay_buffer.load_state_dict(state["replay_buffer"])
-    out, spreads = [], []
+    out, cosine, spreads = [], [], []
+    cos_sampler = cl.make_sampler("query_key", similarity="cosine", temperature=cosine_temperature).double()
     torch.manual_seed(0)
     with torch.no_grad():
         for _ in range(batches):
@@ -80,12 +86,14 @@ def real_batches(run_dir: Path, batches: int, device: str) -> tuple[list[Any], d
             sampler = cl.make_sampler("query_key", dim=q.shape[1]).to(q.device).double()
             sampler.W.copy_(agent.sampler.W.detach().double())
             b = sampler(q, k)
+            cosine.append(cos_sampler(q.cpu(), k.cpu()))
             b = replace(b, pos_logits=b.pos_logits.cpu(), neg_logits=b.neg_logits.cpu(),
                         floor_logit=b.floor_logit.cpu())
             spreads.append(float((b.neg_logits.amax(1) - b.neg_logits.amin(1)).median()))
             out.append(b)
     run.close()
-    return out, {"median_row_spread": sorted(spreads)[len(spreads) // 2], "env_frames": float(state.get("step", 0))}
+    info = {"median_row_spread": sorted(spreads)[len(spreads) // 2], "env_frames": float(state.get("step", 0))}
+    return out, cosine, info
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -95,6 +103,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--batches", type=int, default=8)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--cosine-temperature", type=float, default=0.1,
+                   help="temperature of the bounded (cosine) rescoring of a run's query/key pairs")
     args = p.parse_args(argv)
     results: list[dict[str, Any]] = []
     if args.run is None:
@@ -102,9 +112,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             batches = [curl_like_rows(spread=spread, seed=s) for s in range(3)]
             results += evaluate(batches, f"synthetic spread {spread:g}")
     else:
-        batches, info = real_batches(args.run, args.batches, args.device)
+        batches, cosine, info = real_batches(args.run, args.batches, args.device, args.cosine_temperature)
         print(f"real rows from {args.run}: {info}")
-        results += [dict(r, **info) for r in evaluate(batches, f"CURL run {args.run.name}")]
+        results += [dict(r, **info) for r in evaluate(batches, f"CURL run {args.run.name}, bilinear")]
+        results += [dict(r, **info) for r in evaluate(cosine, f"same pairs, cos/{args.cosine_temperature:g}",
+                                                         ("paper", "trimmed"))]
     print("| rows | loss | floor | clamped | lost | grad ratio (InfoNCE loss > 0.1) | mean loss |")
     print("|---|---|---|---|---|---|---|")
     for r in results:

@@ -106,3 +106,18 @@ def test_masked_rows_use_only_valid_negatives(ref) -> None:
     b = replace(b, negative_floor="trimmed")
     loss = cl.make_loss("dcl", tau_plus=0.3, reduction="none")
     torch.testing.assert_close(loss(b), ref.dcl(b, tau_plus=0.3), rtol=1e-10, atol=1e-10)
+
+
+def test_clamp_meter_averages_between_pops() -> None:
+    from contrastlab.losses.floors import ClampMeter
+
+    b = with_floor(curl_like_rows(anchors=64, negatives=63, spread=9.0, seed=5), "row_min")
+    meter, dcl, fracs = ClampMeter(), cl.make_loss("dcl", tau_plus=0.1), []
+    for shift in (0.0, 2.0, 4.0):
+        dcl(replace(b, pos_logits=b.pos_logits - shift))
+        fracs.append(float(dcl.last_stats["clamped_frac"]))
+        meter.update(dcl)
+    assert meter.pop("x") == {"x": pytest.approx(sum(fracs) / 3)}
+    assert meter.pop() == {}  # reset after a pop
+    meter.update(cl.make_loss("infonce"))  # a loss without a floor records nothing
+    assert meter.pop() == {}

@@ -75,3 +75,31 @@ def record_clamped(stats: dict[str, Tensor] | None, clamped: Tensor) -> None:
     if stats is None:
         return
     stats[CLAMPED_FRAC] = clamped.detach().float().mean() if clamped.numel() else torch.zeros((), device=clamped.device)
+
+
+class ClampMeter:
+    """Running mean of a loss's ``clamped_frac`` between two logging points, kept as a tensor.
+
+    ``update(loss)`` after every step reads ``loss.last_stats`` without a host sync; ``pop(tag)`` returns
+    ``{tag: mean}`` (one sync) or ``{}`` when the loss reports no clamp statistic (InfoNCE, BCL, SupCon, ...).
+    """
+
+    def __init__(self) -> None:
+        self.total: Tensor | None = None
+        self.count = 0
+
+    def update(self, loss: object) -> None:
+        """Add the last call's ``clamped_frac`` of ``loss`` (a registered loss module), if it has one."""
+        value = getattr(loss, "last_stats", {}).get(CLAMPED_FRAC)
+        if value is None:
+            return
+        self.total = value.detach().clone() if self.total is None else self.total + value.detach()
+        self.count += 1
+
+    def pop(self, tag: str = "train/clamped_frac") -> dict[str, float]:
+        """``{tag: mean since the last pop}`` (empty if nothing was recorded), then reset."""
+        if self.total is None or self.count == 0:
+            return {}
+        out = {tag: float(self.total) / self.count}
+        self.total, self.count = None, 0
+        return out

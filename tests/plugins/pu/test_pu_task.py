@@ -126,8 +126,13 @@ def test_unsupervised_loss_never_sees_labels(tmp_path: Path, monkeypatch: pytest
         return original(**kwargs)
 
     monkeypatch.setattr(pu_task, "pretrain_loop", spy)
-    _, summary = _train(tmp_path, "dcl")
+    run, summary = _train(tmp_path, "dcl")
     assert seen == [False] and summary["labels_used"] is False
+    # issue 13: the debiased loss's clamp fraction is logged during pre-training and averaged in summary.json
+    rows = [json.loads(line) for line in (run.dir / "metrics.jsonl").read_text().splitlines()]
+    clamped = [r["train/clamped_frac"] for r in rows if "train/clamped_frac" in r]
+    assert clamped and all(0.0 <= v <= 1.0 for v in clamped)
+    assert summary["metrics"]["train/clamped_frac"] == pytest.approx(sum(clamped) / len(clamped))
 
 
 def test_end_to_end_baseline_and_estimated_prior(tmp_path: Path) -> None:

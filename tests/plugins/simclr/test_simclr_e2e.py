@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from simclr_helpers import tiny_config
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from contrastlab.platform.run import Run
 from contrastlab.platform.task import EvalOptions
@@ -34,6 +35,12 @@ def test_synthetic_run_learns_logs_and_evaluates(tmp_path):
     rows = [json.loads(line) for line in (run.dir / "metrics.jsonl").read_text().splitlines()]
     assert any("train/loss" in r for r in rows) and any("eval/knn_top1" in r for r in rows)
     assert list(run.dir.glob("events.out.tfevents.*"))
+    # issue 13: the debiased loss's clamp fraction reaches metrics.jsonl, TensorBoard and summary.json
+    clamped = [r["train/clamped_frac"] for r in rows if "train/clamped_frac" in r]
+    assert clamped and all(0.0 <= v <= 1.0 for v in clamped)
+    assert m["train/clamped_frac"] == pytest.approx(sum(clamped) / len(clamped))
+    acc = EventAccumulator(str(run.dir)).Reload()
+    assert len(acc.Scalars("train/clamped_frac")) == len(clamped)
     again = SimCLRTask().evaluate(Run.open(run.dir, resume=False), EvalOptions())
     assert again["eval/knn_top1"] == pytest.approx(m["eval/knn_top1"])      # same checkpoint, same features
 

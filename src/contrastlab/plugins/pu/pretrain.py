@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 import contrastlab as cl
 from contrastlab.data.augment import SimCLRAugment
+from contrastlab.losses.floors import ClampMeter
 from contrastlab.platform.run import Run
 
 
@@ -47,6 +48,7 @@ def pretrain_loop(
     n = images.shape[0]
     bsz = min(batch_size, n)
     model.train()
+    clamp = ClampMeter()  # fraction of anchors at a debiased loss's floor, logged as train/clamped_frac
     with run.progress(steps, description="pretrain", initial=start_step) as bar:
         for step in range(start_step + 1, steps + 1):
             idx = torch.randint(n, (bsz,), device=images.device)  # [B]
@@ -59,9 +61,10 @@ def pretrain_loop(
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            clamp.update(loss_fn)
             value = float(loss.detach())
             if step % log_every == 0 or step == steps:
-                metrics = {"pretrain/loss": value}
+                metrics = {"pretrain/loss": value, **clamp.pop()}
                 if label_aware:
                     metrics["pretrain/labeled_per_batch"] = float((observed[idx] == 1).sum())
                 run.log(metrics, step)

@@ -16,6 +16,7 @@ import torch
 import contrastlab as cl
 from contrastlab.data.augment import AugmentSpec, augment_spec_for
 from contrastlab.data.datasets import ImageDataset, dataset_names, load_dataset
+from contrastlab.losses.floors import ClampMeter
 from contrastlab.platform.errors import ConfigError, IncompatibleError, UnknownNameError
 from contrastlab.platform.registry import unknown_name_message
 from contrastlab.platform.task import ComponentSpec, EvalOptions, TaskConfig, TaskPlugin
@@ -189,6 +190,7 @@ class SimCLRTask(TaskPlugin):
                    augment={k: v for k, v in spec.__dict__.items()}, steps=total)
         log_every, running, seen, t0 = config.train.log_every, torch.zeros((), device=device), 0, time.perf_counter()
         metrics: dict[str, float] = {}
+        clamp = ClampMeter()  # fraction of anchors at a debiased loss's floor (train/clamped_frac)
         with run.progress(total, description="simclr", unit="step", initial=step) as bar:
             while step < total:
                 epoch = step // per_epoch
@@ -198,13 +200,15 @@ class SimCLRTask(TaskPlugin):
                     g = torch.Generator(device=device).manual_seed((config.seed * 1_000_003 + step) * 64 + info.rank)
                     views = make_views(images, idx, augment, V, config.data.positive_noise, g)
                     running += trainer.step(views, labels[idx], trainer.lr_scale(step, total, per_epoch))
+                    clamp.update(trainer.loss)
                     step, seen = step + 1, seen + B
                     if step % log_every == 0 or step == total:
                         loss = float(running) / (log_every if step % log_every == 0 else step % log_every)
                         rate = seen * info.world_size / max(1e-9, time.perf_counter() - t0)
+                        clamped = clamp.pop()
                         if info.is_main:
                             run.log({"train/loss": loss, "train/lr": trainer.optimizer.param_groups[0]["lr"],
-                                     "train/images_per_s": rate, "train/epoch": step / per_epoch}, step)
+                                     "train/images_per_s": rate, "train/epoch": step / per_epoch, **clamped}, step)
                         bar.update(log_every if step % log_every == 0 else step % log_every, loss=round(loss, 4))
                         metrics["train/loss"] = loss
                         running.zero_()
