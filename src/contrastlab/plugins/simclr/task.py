@@ -2,7 +2,7 @@
 evaluation of the frozen encoder. Reproduces the vision experiments of DCL, HCL, BCL, PUCL and DebiasedPos.
 
 Run: ``platform train --plugin simclr --loss dcl --preset smoke``; multi-GPU:
-``torchrun --nproc_per_node=K -m contrastlab.platform.cli train --plugin simclr ...`` (see docs/simclr.md).
+``torchrun --nproc_per_node=K -m contrastlab.cli train --plugin simclr ...`` (see docs/simclr.md).
 """
 
 from __future__ import annotations

@@ -11,10 +11,10 @@ import torch
 import typer
 from rich.table import Table
 
-from contrastlab.platform.cli_common import console, err_console, get_plugin, user_errors
+from contrastlab.cli.common import console, err_console, user_errors
 from contrastlab.platform.config import flatten_items, load_yaml_file, resolve_config
 from contrastlab.platform.errors import ConfigError, ContrastlabError, IncompatibleError, RunDirError
-from contrastlab.platform.plugins import registry
+from contrastlab.platform.plugins import get_task_plugin, registry
 from contrastlab.platform.run import Run, read_run_info, resolve_device
 from contrastlab.platform.task import EvalOptions, TaskConfig, TaskPlugin
 
@@ -179,7 +179,7 @@ def add_train_commands(app: typer.Typer) -> None:
         else:
             if plugin is None:
                 raise ConfigError("--plugin is required (or --resume RUN_DIR); see `platform list plugins`")
-            task = get_plugin(plugin)
+            task = get_task_plugin(plugin)
             preset_name = preset or task.default_preset
             config = resolve_config(
                 task,

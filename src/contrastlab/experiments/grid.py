@@ -9,7 +9,7 @@ Semantics (documented in ``docs/compare.md``):
   the plugin's config does not have.
 * Each grid point is run as ``platform train ... --logdir OUT/runs --run-name NAME``; NAME is deterministic
   (readable slug of the grid values, a short hash of the whole configuration, ``-s<seed>``), so repeating the
-  command finds the same directories (running them: :mod:`contrastlab.platform.compare_run`).
+  command finds the same directories (running them: :mod:`contrastlab.experiments.runner`).
 """
 
 from __future__ import annotations
@@ -226,7 +226,7 @@ def validate_points(points: Sequence[GridPoint]) -> dict[str, Any]:
     Raises the config layer's error for an unknown key or a bad value, and :class:`IncompatibleError` for a
     label-aware loss the plugin's batches cannot feed. Returns ``{config_hash: resolved config}``.
     """
-    from contrastlab.platform.commands_train import check_compatibility
+    from contrastlab.cli.train import check_compatibility
     from contrastlab.platform.config import resolve_config
     from contrastlab.platform.plugins import registry
 
