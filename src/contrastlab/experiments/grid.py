@@ -226,9 +226,9 @@ def validate_points(points: Sequence[GridPoint]) -> dict[str, Any]:
     Raises the config layer's error for an unknown key or a bad value, and :class:`IncompatibleError` for a
     label-aware loss the plugin's batches cannot feed. Returns ``{config_hash: resolved config}``.
     """
-    from contrastlab.cli.train import check_compatibility
     from contrastlab.platform.config import resolve_config
     from contrastlab.platform.plugins import registry
+    from contrastlab.platform.preflight import preflight
 
     configs: dict[str, Any] = {}
     instances: dict[str, Any] = {}
@@ -239,8 +239,7 @@ def validate_points(points: Sequence[GridPoint]) -> dict[str, Any]:
             instances[p.plugin] = registry("plugin").get(p.plugin).factory()
         plugin = instances[p.plugin]
         config = resolve_config(plugin, preset=p.preset, sets=p.overrides, loss=p.loss)
-        plugin.check(config)  # the plugin's own pre-flight checks (data present, valid env, ...), as in `train`
-        check_compatibility(plugin, config)
+        preflight(plugin, config)  # the same checks as `platform train` and Run.create
         configs[p.config_hash] = config
     return configs
 

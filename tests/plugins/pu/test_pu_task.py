@@ -11,6 +11,7 @@ import torch
 from contrastlab import ConfigError, IncompatibleError
 from contrastlab.platform.config import resolve_config
 from contrastlab.platform.plugins import registry
+from contrastlab.platform.preflight import preflight
 from contrastlab.platform.run import Run
 from contrastlab.plugins.pu import task as pu_task
 from contrastlab.testing import run_cli
@@ -96,7 +97,7 @@ def test_label_aware_loss_without_a_pu_split_is_refused() -> None:
     config = resolve_config(plugin, preset="smoke", loss="punce", sets=["data.dataset=cifar100"], device="cpu")
     assert plugin.label_kinds(config) == frozenset()
     with pytest.raises(IncompatibleError, match="PU split"):
-        plugin.check(config)
+        preflight(plugin, config)  # the core's one label check, with the plugin's hint
 
 
 def test_pretrain_probe_smoke_with_punce(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from contrastlab.data.prior import elkan_noto
 from contrastlab.data.pu import DEFAULT_POSITIVE_CLASSES, PUSplit, check_prior, make_pu_split, priors_from_pool
 from contrastlab.encoders.heads import ContrastiveModel, ProjectionHead, feature_dim
 from contrastlab.evaluation import extract_features
-from contrastlab.platform.errors import ConfigError, ContrastlabError, IncompatibleError
+from contrastlab.platform.errors import ConfigError, ContrastlabError
 from contrastlab.platform.run import Run
 from contrastlab.plugins.pu.config import LOSS_PRIOR_KEYS, PRESETS, PUConfig
 from contrastlab.plugins.pu.pretrain import is_label_aware, pretrain_loop
@@ -142,7 +142,7 @@ def build_encoder(config: PUConfig, channels: int) -> nn.Module:
     return cl.make_encoder(config.encoder.name, in_channels=channels, **config.encoder.hparams())
 
 
-class PUTask(cl.TaskPlugin):
+class PUTask(cl.TaskPlugin[PUConfig]):
     """Positive-unlabeled classification with contrastive pre-training (puNCE, PUCL, any loss) and PU heads."""
 
     name = "pu"
@@ -158,19 +158,17 @@ class PUTask(cl.TaskPlugin):
     primary_metric = "test/accuracy"
     higher_is_better = True
 
-    def label_kinds(self, config: cl.TaskConfig) -> frozenset[str]:
+    def label_kinds(self, config: PUConfig) -> frozenset[str]:
         """``{"pu", "class"}`` when the config defines a PU split (positive classes known), else no labels.
 
         The observed labels are PU-coded (1 = labeled positive, −1 = unlabeled), which is also a valid partial
         class labeling (class 1, or unknown): so class-label losses (``supcon``, the oracle ``unbiased``) can run
         on them, and treat only the labeled positives as same-class.
         """
-        assert isinstance(config, PUConfig)
         return frozenset({"pu", "class"}) if positive_classes(config) else frozenset()
 
-    def prepare_config(self, config: cl.TaskConfig, explicit_keys: frozenset[str]) -> cl.TaskConfig:
+    def prepare_config(self, config: PUConfig, explicit_keys: frozenset[str]) -> PUConfig:
         """Mark the loss's prior hyperparameters not set explicitly for filling from the PU prior."""
-        assert isinstance(config, PUConfig)
         if config.prior.fill_loss and "prior.auto_loss_keys" not in explicit_keys:
             explicit = set(config.loss.hparams())
             keys = LOSS_PRIOR_KEYS.get(config.loss.name, ()) if config.loss.name != "pucl" or config.prior.fill_pucl \
@@ -184,24 +182,21 @@ class PUTask(cl.TaskPlugin):
                 pass  # reported by check()/train with its own message
         return config
 
-    def check(self, config: cl.TaskConfig) -> None:
+    def label_hint(self, config: PUConfig, needed: frozenset[str]) -> str | None:
+        """Without a PU split there are no observed labels: say which setting makes one."""
+        return f"set data.positive_classes for dataset '{config.data.dataset}' to make a PU split"
+
+    def check(self, config: PUConfig) -> None:
         """Refuse bad input before training: label-aware loss without a split, bad prior, bad split, no data."""
-        assert isinstance(config, PUConfig)
         self._check_settings(config)
         load_split(config)
 
     def _check_settings(self, config: PUConfig) -> None:
-        if config.method == "pretrain_probe" and is_label_aware(config.loss.name) and not self.label_kinds(config):
-            raise IncompatibleError(
-                f"loss '{config.loss.name}' needs PU labels but there is no PU split: set data.positive_classes "
-                f"for dataset '{config.data.dataset}'"
-            )
         _check_prior_settings(config)
 
     # ------------------------------------------------------------------ training
-    def train(self, config: cl.TaskConfig, run: Run) -> dict[str, float]:
+    def train(self, config: PUConfig, run: Run) -> dict[str, float]:
         """Pre-train (optional), train the PU classifier, evaluate on the clean test set."""
-        assert isinstance(config, PUConfig)
         self._check_settings(config)
         dev = run.device
         train, test, split = load_split(config)
@@ -299,7 +294,6 @@ class PUTask(cl.TaskPlugin):
     def evaluate(self, run: Run, options: cl.EvalOptions) -> dict[str, float]:
         """Test metrics of the latest checkpoint (after the classifier phase)."""
         config = run.config
-        assert isinstance(config, PUConfig)
         state = run.load_checkpoint(map_location=run.device, restore_rng=False)
         if state is None or state.get("phase") != "classifier":
             raise ConfigError(f"run {run.dir} has no trained PU classifier yet; resume it with --resume {run.dir}")
