@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contrastlab.platform.config import split_assignment
 from contrastlab.platform.errors import ConfigError, DeviceError, UnknownNameError
 
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -48,10 +49,12 @@ def _check_key(key: str, option: str, spec: str) -> None:
 
 
 def parse_set(spec: str) -> tuple[str, str]:
-    """Parse one ``--set key=value`` into ``(key, value)``; malformed input raises :class:`ConfigError`."""
-    key, sep, value = spec.partition("=")
-    key, value = key.strip(), value.strip()
-    if not sep or not value:
+    """One ``--set key=value`` of a grid as ``(key, raw value)`` (the core's parser, plus the grid's reserved
+    keys); the value text is passed on to ``platform train`` unchanged."""
+    if "=" not in spec:
+        raise ConfigError(f"--set '{spec}': expected key=value, e.g. --set train.max_steps=50")
+    key, value = split_assignment(spec, "--set")
+    if not value:
         raise ConfigError(f"--set '{spec}': expected key=value, e.g. --set train.max_steps=50")
     _check_key(key, "--set", spec)
     return key, value
@@ -59,10 +62,9 @@ def parse_set(spec: str) -> tuple[str, str]:
 
 def parse_grid(spec: str) -> GridAxis:
     """Parse one ``--grid key=v1,v2,...``; a missing ``=``, an empty or duplicated value raises."""
-    key, sep, raw = spec.partition("=")
-    key = key.strip()
-    if not sep:
+    if "=" not in spec:
         raise ConfigError(f"--grid '{spec}': expected key=v1,v2,..., e.g. --grid loss.tau_plus=0.01,0.05,0.1")
+    key, raw = split_assignment(spec, "--grid")
     _check_key(key, "--grid", spec)
     values = [v.strip() for v in raw.split(",")]
     if not raw.strip() or any(not v for v in values):
