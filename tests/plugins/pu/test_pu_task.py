@@ -195,3 +195,14 @@ def test_cli_train_writes_summary(tmp_path: Path) -> None:
     summary = json.loads(next(tmp_path.glob("pu/supcon/*/summary.json")).read_text())
     assert summary["labels_used"] is True
     assert torch.isfinite(torch.tensor(summary["metrics"]["test/accuracy"]))
+
+
+def test_each_phase_counts_its_own_steps(tmp_path: Path) -> None:
+    """Pre-training logs steps 1..pretrain.steps, the classifier 1..classifier.steps (not continuing at 5..10)."""
+    run, _ = _train(tmp_path, "dcl")
+    rows = [json.loads(line) for line in (run.dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "pretrain/loss" in r] == [2, 4]  # pretrain.steps=4, log_every=2
+    assert [r["step"] for r in rows if "classifier/risk" in r] == [2, 4, 6]  # classifier.steps=6
+    assert [r["step"] for r in rows if "test/accuracy" in r] == [6]
+    # checkpoints keep one global count (4 pre-training + 6 classifier steps), so a resume knows the phase
+    assert run.latest_checkpoint_step() == 10
