@@ -34,7 +34,7 @@ def split_assignment(item: str, option: str = "--set") -> tuple[str, str]:
     if not sep:
         raise ConfigError(f"{option} expects KEY=VALUE (e.g. loss.tau_plus=0.1), got '{item}'")
     if not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"{option} '{item}': bad key '{key}' (an empty key); expected a dotted path like loss.tau_plus")
+        raise ConfigError(f"{option} '{item}': bad key '{key}' (an empty part); expected a path like loss.tau_plus")
     return key, raw.strip()
 
 
