@@ -113,10 +113,10 @@ if has runs; then
       if [ -f "$dir/summary.json" ]; then log "  $name: finished earlier, skipped"; continue; fi
       if [ -d "$dir" ]; then
         log "  $name: resuming"
-        "$PYTHON" -m contrastlab.platform.cli train --resume "$dir" > "$OUT/$name.log" 2>&1 &
+        "$PYTHON" -m contrastlab.cli train --resume "$dir" > "$OUT/$name.log" 2>&1 &
       else
         log "  $name: starting"
-        "$PYTHON" -m contrastlab.platform.cli train --plugin curl --loss "$loss" --seed "$seed" "${rargs[@]}" \
+        "$PYTHON" -m contrastlab.cli train --plugin curl --loss "$loss" --seed "$seed" "${rargs[@]}" \
           --set env.domain=cartpole --set env.task=swingup "${EXTRA[@]}" --logdir "$RUNS_DIR" --run-name "$name" \
           > "$OUT/$name.log" 2>&1 &
       fi

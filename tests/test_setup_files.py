@@ -17,8 +17,8 @@ def test_constraints_pin_torch_and_mujoco() -> None:
 def test_pyproject_keeps_open_ranges_and_scripts() -> None:
     text = ROOT.joinpath("pyproject.toml").read_text()
     assert '"torch>=2.3"' in text
-    assert 'platform = "contrastlab.platform.cli:main"' in text
-    assert 'contrastlab = "contrastlab.platform.cli:main"' in text
+    assert 'platform = "contrastlab.cli:main"' in text
+    assert 'contrastlab = "contrastlab.cli:main"' in text
 
 
 def test_makefile_demo_and_test_use_setup_and_pins() -> None:

@@ -70,7 +70,7 @@ def run_cli(args: list[str], env: dict[str, str] | None = None) -> tuple[int, st
     """Invoke the ``platform`` CLI in-process; returns (exit code, combined stdout/stderr)."""
     from typer.testing import CliRunner
 
-    from contrastlab.platform.cli import app
+    from contrastlab.cli import app
 
     result = CliRunner().invoke(app, args, env=env)
     output = result.output

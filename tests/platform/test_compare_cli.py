@@ -10,8 +10,8 @@ import pytest
 import test_compare_support as toy
 from typer.testing import CliRunner
 
-from contrastlab.platform import compare_run as runner
-from contrastlab.platform.cli import app
+from contrastlab.cli import app
+from contrastlab.experiments import runner
 from contrastlab.platform.plugins import PluginManager, registry, use_plugin_manager
 
 
@@ -147,7 +147,7 @@ SIMCLR_TINY = [
 def test_report_without_runs_and_busy_out(toy_pm, tmp_path):
     import os
 
-    from contrastlab.platform.compare_cli import LOCK_FILE
+    from contrastlab.cli.compare import LOCK_FILE
 
     result = CliRunner().invoke(app, ["report", str(tmp_path)])
     assert result.exit_code == 2 and "no run directories" in result.output

@@ -23,9 +23,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from contrastlab.platform import compare_run as runner
-from contrastlab.platform import recipes
-from contrastlab.platform.cli import app
+from contrastlab.cli import app
+from contrastlab.experiments import recipes, runner
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "docs" / "compare.md", ROOT / "README.md"]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import test_compare_support as toy
 
-from contrastlab.platform import compare as cmp
-from contrastlab.platform import compare_run as runner
+from contrastlab.experiments import grid as cmp
+from contrastlab.experiments import runner
 from contrastlab.platform.errors import ConfigError, DeviceError, IncompatibleError, UnknownNameError
 from contrastlab.platform.plugins import PluginManager, use_plugin_manager
 

@@ -8,9 +8,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from contrastlab.platform import compare as cmp
-from contrastlab.platform import recipes
-from contrastlab.platform.cli import app
+from contrastlab.cli import app
+from contrastlab.experiments import grid as cmp
+from contrastlab.experiments import recipes
 from contrastlab.platform.errors import ConfigError, UnknownNameError
 
 SIX_TASKS = {
@@ -212,7 +212,7 @@ def test_compare_json_records_recipe_and_rows(toy, tmp_path, monkeypatch):
     """A real (fake-train) run of a recipe file: compare.json keeps the recipe and its rows for `platform report`."""
     import sys
 
-    from contrastlab.platform import compare_run as runner
+    from contrastlab.experiments import runner
 
     script = tmp_path / "fake_train.py"
     from test_compare_runner import FAKE_TRAIN

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from contrastlab.platform import compare as cmp
-from contrastlab.platform import compare_run as runner
+from contrastlab.experiments import grid as cmp
+from contrastlab.experiments import runner
 
 FAKE_TRAIN = textwrap.dedent(
     """

@@ -162,7 +162,7 @@ TOY_BASE = [
     sys.executable,
     "-c",
     f"import sys; sys.path.insert(0, {str(HERE)!r}); import test_compare_support as t; t.install(); "
-    "from contrastlab.platform.cli import main; main()",
+    "from contrastlab.cli import main; main()",
 ]
 """A ``platform`` command line that knows the toy plugin (pass as ``base`` to ``run_grid``)."""
 

@@ -8,8 +8,9 @@ import math
 import pytest
 from test_compare_support import write_synthetic_run
 
-from contrastlab.platform import report as rp
-from contrastlab.platform import report_tables as rt
+from contrastlab.experiments import report as rp
+from contrastlab.experiments import results as rs
+from contrastlab.experiments import tables as rt
 from contrastlab.platform.errors import RunDirError
 
 TAU = "--set loss.tau_plus="
@@ -36,9 +37,9 @@ def table3(tmp_path):
 
 
 def test_grouping_and_stats(table3):
-    dirs = rp.find_run_dirs([table3])
+    dirs = rs.find_run_dirs([table3])
     assert len(dirs) == 9
-    groups = rp.group_runs([rp.load_run(d) for d in dirs])
+    groups = rs.group_runs([rs.load_run(d) for d in dirs])
     assert [(g.row, g.column) for g in groups] == [
         ("toy", "dcl tau_plus=0.05"),
         ("toy", "dcl tau_plus=0.1"),
@@ -61,7 +62,7 @@ def test_grouping_and_stats(table3):
 
 
 def test_markdown_marks_best_and_failures(table3):
-    groups = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([table3])])
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([table3])])
     md = rt.markdown(groups)
     header = "| task | metric | dcl tau_plus=0.05 | dcl tau_plus=0.1 | infonce | best |"
     assert header in md
@@ -80,10 +81,10 @@ def test_lower_is_better_and_all_failed(tmp_path):
         write_synthetic_run(tmp_path, loss="a", seed=seed, final={"err": 0.2 + seed / 10}, primary="err")
         write_synthetic_run(tmp_path, loss="b", seed=seed, final={"err": 0.1 + seed / 10}, primary="err")
         write_synthetic_run(tmp_path, loss="c", seed=seed, status="failed", error="DataMissingError: no data")
-    records = [rp.load_run(d) for d in rp.find_run_dirs([tmp_path])]
+    records = [rs.load_run(d) for d in rs.find_run_dirs([tmp_path])]
     for r in records:
         r.higher_is_better = False
-    groups = rp.group_runs(records)
+    groups = rs.group_runs(records)
     assert rt.verdicts(groups)["toy"].leaders == ("b", "a")  # lower is better; [0.2, 0.3] and [0.3, 0.4] touch
     md = rt.markdown(groups)
     assert "| 0.2500 ± 0.0707 [0.2000, 0.3000] |" in md and "failed: DataMissingError: no data" in md
@@ -97,7 +98,7 @@ def test_rows_are_tasks_columns_are_losses(tmp_path):
             write_synthetic_run(
                 tmp_path, loss="dcl", overrides=[f"--set env.task={task}", f"{TAU}{tau}"], final={"score": base + bonus}
             )
-    groups = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path])])
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
     md = rt.markdown(groups)
     assert "| task | metric | dcl tau_plus=0.01 | dcl tau_plus=0.1 | infonce | best |" in md
     # one seed each: no interval, so no winner can be claimed
@@ -105,12 +106,12 @@ def test_rows_are_tasks_columns_are_losses(tmp_path):
     assert f"| toy env.task=cheetah | score (↑) | 310.0 (n=1) | 320.0 (n=1) | 300.0 (n=1) | {tie} |" in md
     assert f"| toy env.task=walker | score (↑) | 510.0 (n=1) | 520.0 (n=1) | 500.0 (n=1) | {tie} |" in md
     # --rows moves keys explicitly; here nothing is a row, so the task joins the column label
-    cols = {g.column for g in rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path])], rows=[])}
+    cols = {g.column for g in rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])], rows=[])}
     assert "dcl env.task=walker tau_plus=0.1" in cols
 
 
 def test_csv_one_row_per_run(table3, tmp_path):
-    groups = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([table3])])
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([table3])])
     path = rt.write_csv(groups, tmp_path / "results.csv")
     rows = list(csv.DictReader(path.open()))
     assert len(rows) == 9
@@ -129,17 +130,17 @@ def test_fmt_and_errors(tmp_path):
     assert rt.fmt_mean_std(float("nan"), float("nan")) == "–"
     assert rt.fmt_interval(812.34, 790.0, 830.06) == "812.3 [790.0, 830.1]"
     assert rt.fmt_interval(0.5, float("nan"), float("nan")) == "0.5000"
-    assert rp.parse_overrides(["--set a.b=1", "c=2", "--set seed=3"]) == {"a.b": "1", "c": "2"}
+    assert rs.parse_overrides(["--set a.b=1", "c=2", "--set seed=3"]) == {"a.b": "1", "c": "2"}
     with pytest.raises(RunDirError):
         rp.build_report([tmp_path], tmp_path / "out")
     with pytest.raises(RunDirError):
-        rp.find_run_dirs([tmp_path / "missing"])
+        rs.find_run_dirs([tmp_path / "missing"])
 
 
 def test_single_seeds_are_never_a_winner(tmp_path):
     for loss in ("a", "b", "c"):
         write_synthetic_run(tmp_path, loss=loss, final={"score": 0.5 if loss != "c" else 0.4})
-    md = rt.markdown(rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path])]))
+    md = rt.markdown(rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])]))
     assert "| toy | score (↑) | 0.5000 (n=1) | 0.5000 (n=1) | 0.4000 (n=1) | tie: a, b, c |" in md
 
 
@@ -149,7 +150,7 @@ def test_best_is_bold_only_when_its_interval_excludes_the_others(tmp_path):
     for loss, vals in scores.items():
         for seed, v in enumerate(vals, start=1):
             write_synthetic_run(tmp_path / "one", loss=loss, seed=seed, final={"score": v})
-    groups = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path / "one"])])
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path / "one"])])
     verdict = rt.verdicts(groups)["toy"]
     assert verdict.winner is None and verdict.leaders == ("c", "a")  # c has the best mean, a overlaps it
     md = rt.markdown(groups)
@@ -158,7 +159,7 @@ def test_best_is_bold_only_when_its_interval_excludes_the_others(tmp_path):
     for loss, vals in {"a": [0.90, 0.91, 0.92], "b": [0.50, 0.51, 0.52]}.items():
         for seed, v in enumerate(vals, start=1):
             write_synthetic_run(tmp_path / "two", loss=loss, seed=seed, final={"score": v})
-    groups = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path / "two"])])
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path / "two"])])
     assert rt.verdicts(groups)["toy"].winner == "a"
     md = rt.markdown(groups)
     assert "| toy | score (↑) | **0.9100 ± 0.0100 [0.9000, 0.9200]** | 0.5100 ± 0.0100 [0.5000, 0.5200] | a |" in md
@@ -185,7 +186,7 @@ def test_aggregate_over_tasks_is_stratified_iqm(tmp_path):
             for seed, v in enumerate(vals, start=1):
                 write_synthetic_run(tmp_path, loss=loss, seed=seed, overrides=[f"--set env.task={task}"],
                                     final={"score": float(v)})
-    groups = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path])])
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
     cols = rt.aggregate_columns(groups)["score"]
     assert set(cols) == {"dcl", "infonce"}
     iqm, lo, hi = rt.aggregate_intervals(cols["infonce"], "iqm")
@@ -203,7 +204,7 @@ def test_nan_final_metric_is_not_averaged(tmp_path):
     run = write_synthetic_run(tmp_path, loss="a", seed=3, final={"score": 0.1})
     summary = (run / "summary.json").read_text().replace("0.1", "NaN")
     (run / "summary.json").write_text(summary)
-    (group,) = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path])])
+    (group,) = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
     assert group.stats() == (pytest.approx(0.6), pytest.approx(math.sqrt(0.02)), 2)
     assert "0.6000 ± 0.1414 [0.5000, 0.7000] (n=2/3)" in rt.markdown([group])
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from test_compare_support import write_synthetic_run
 
-from contrastlab.platform import report as rp
-from contrastlab.platform.report_plots import aggregate_curve, choose_tag, curve_tags, is_metric_tag, mean_band
+from contrastlab.experiments import report as rp
+from contrastlab.experiments import results as rs
+from contrastlab.experiments.plots import aggregate_curve, choose_tag, curve_tags, is_metric_tag, mean_band
 
 
 def _image_stats(path):
@@ -77,12 +78,12 @@ def test_build_report_outputs(tmp_path):
 
     # Rebuilding from the report directory itself does not count the TensorBoard links twice.
     again = rp.build_report([tmp_path], tmp_path / "report2")
-    assert len(rp.find_run_dirs([tmp_path])) == 7
+    assert len(rs.find_run_dirs([tmp_path])) == 7
     assert again["results.csv"].read_text().count("\n") == 8
 
 
 def test_curve_falls_back_from_a_once_logged_primary_metric() -> None:
-    from contrastlab.platform.report_plots import choose_tag
+    from contrastlab.experiments.plots import choose_tag
 
     points = {"eval/linear_top1": 1, "eval/knn_top1": 5, "train/loss": 20}
     assert choose_tag(points, "eval/linear_top1", points) == "eval/knn_top1"
@@ -131,7 +132,7 @@ def test_curl_report_draws_the_return_not_its_std(tmp_path, monkeypatch):
 
     monkeypatch.setattr(matplotlib.axes.Axes, "plot", spy)
     paths = rp.build_report([tmp_path], tmp_path / "report")
-    groups = rp.group_runs([rp.load_run(d) for d in rp.find_run_dirs([tmp_path / "runs"])])
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path / "runs"])])
     assert curve_tags(groups) == {"curl": expected}
     curves = [y for title, y in drawn if title.startswith("learning curves")]
     assert len(curves) == 2 and all(min(y) > 100 for y in curves)  # returns, never the std (9.0)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from contrastlab.platform import stats as st
+from contrastlab.experiments import stats as st
 
 
 def test_iqm_matches_a_quarter_trimmed_mean():

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from contrastlab.data.datasets import ImageDataset, cache_dir, corrupt, download, register_dataset
+from contrastlab.data.base import ImageDataset, cache_dir, corrupt, download, register_dataset
 from contrastlab.platform.errors import DataMissingError
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from contrastlab.data.datasets import ImageDataset, corrupt, register_dataset
+from contrastlab.data.base import ImageDataset, corrupt, register_dataset
 from contrastlab.platform.errors import ConfigError, DataMissingError
 
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from contrastlab.data.datasets import ImageDataset, cache_dir, corrupt, download, register_dataset
+from contrastlab.data.base import ImageDataset, cache_dir, corrupt, download, register_dataset
 from contrastlab.platform.errors import DataMissingError
 
 URL = "http://ai.stanford.edu/~acoates/stl10/stl10_binary.tar.gz"

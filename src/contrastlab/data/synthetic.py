@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from contrastlab.data.datasets import ImageDataset, register_dataset
+from contrastlab.data.base import ImageDataset, register_dataset
 from contrastlab.platform.errors import ConfigError
 
 

@@ -31,8 +31,8 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from contrastlab.losses.batch import ContrastiveBatch
-from contrastlab.platform.errors import ConfigError, IncompatibleError, UnknownNameError
-from contrastlab.platform.registry import HParam
+from contrastlab.platform.errors import ConfigError, IncompatibleError
+from contrastlab.platform.registry import HParam, bind_hparams
 
 NEG = -1.0e30
 """Finite stand-in for ``log 0`` used to mask columns (exp underflows to exactly 0 in float32/64)."""
@@ -247,14 +247,8 @@ class ContrastiveLoss(nn.Module):
         self.last_stats: dict[str, Tensor] = {}
         """Detached 0-d tensors from the last call, e.g. ``clamped_frac`` (fraction of anchors at the floor or
         guard) for DCL/HCL/PUCL/DebiasedPos; tensors, so reading them is the caller's only host sync."""
-        for hp in self.hyperparameters:
-            value = hparams.get(hp.name, hp.default)
-            hp.validate(value, f"loss '{self.name}'")
-            setattr(self, hp.name, value)
-        unknown = set(hparams) - {hp.name for hp in self.hyperparameters}
-        if unknown:
-            valid = ", ".join(hp.name for hp in self.hyperparameters) or "(none)"
-            raise UnknownNameError(f"loss '{self.name}' has no hyperparameter '{sorted(unknown)[0]}'; valid: {valid}")
+        for key, value in bind_hparams(self.hyperparameters, hparams, f"loss '{self.name}'").items():
+            setattr(self, key, value)
 
     def per_anchor(self, batch: ContrastiveBatch) -> Tensor:
         """``[A]`` loss of each anchor (the batch is validated, in compute dtype, labels policy applied)."""

@@ -24,16 +24,25 @@ from contrastlab.platform.task import ComponentSpec, TaskConfig, TaskPlugin
 COMPONENT_SECTIONS = {"loss": "loss", "sampler": "sampler", "encoder": "encoder"}
 
 
+def split_assignment(item: str, option: str = "--set") -> tuple[str, str]:
+    """The one ``KEY=VALUE`` parser (``--set``, ``--grid``, recipes): ``(dotted key, raw value text)``.
+
+    A missing ``=``, an empty key or an empty path segment (``a..b``) raise :class:`ConfigError` naming ``option``.
+    """
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep:
+        raise ConfigError(f"{option} expects KEY=VALUE (e.g. loss.tau_plus=0.1), got '{item}'")
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"{option} '{item}': bad key '{key}' (an empty part); expected a path like loss.tau_plus")
+    return key, raw.strip()
+
+
 def parse_set(item: str) -> tuple[list[str], Any]:
     """Parse ``a.b=value`` into (``["a", "b"]``, value); the value is read as YAML (numbers, bools, lists)."""
-    if "=" not in item:
-        raise ConfigError(f"--set expects KEY=VALUE (e.g. loss.tau_plus=0.1), got '{item}'")
-    key, raw = item.split("=", 1)
-    key = key.strip()
-    if not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"--set has an empty key in '{item}'")
+    key, raw = split_assignment(item)
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.safe_load(raw) if raw else ""
     except yaml.YAMLError:
         value = raw
     return key.split("."), value

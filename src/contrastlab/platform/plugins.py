@@ -190,3 +190,8 @@ def use_plugin_manager(pm: PluginManager) -> Iterator[PluginManager]:
 def registry(kind: str) -> Registry:
     """The registry of ``kind`` (``loss``, ``sampler``, ``encoder`` or ``plugin``) of the current manager."""
     return get_plugin_manager().registries[kind]
+
+
+def get_task_plugin(name: str) -> Any:
+    """A fresh instance of the registered task plugin ``name`` (unknown names raise with suggestions)."""
+    return registry("plugin").get(name).factory()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,13 +104,7 @@ class Component:
 
     def resolve(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         """Defaults updated with ``overrides``; unknown names and out-of-range values raise."""
-        values = self.defaults()
-        for key, value in (overrides or {}).items():
-            hp = self.hparam(key)
-            values[key] = _coerce_like(hp.default, value, f"{self.kind} '{self.name}'", key)
-        for hp in self.hyperparameters:
-            hp.validate(values[hp.name], f"{self.kind} '{self.name}'")
-        return values
+        return bind_hparams(self.hyperparameters, overrides or {}, f"{self.kind} '{self.name}'")
 
     def create(self, **kwargs: Any) -> Any:
         """Instantiate the component with validated hyperparameters (extra non-hyperparameter kwargs pass through
@@ -137,6 +131,27 @@ class Component:
         if self.kind == "loss":
             out["label_kinds"] = sorted(self.label_kinds)
         return out
+
+
+def bind_hparams(specs: Sequence[HParam], given: Mapping[str, Any], owner: str) -> dict[str, Any]:
+    """The one hyperparameter check of every component (registry, losses, samplers, third-party ones).
+
+    Unknown names raise :class:`UnknownNameError` listing the valid ones and the closest; values are coerced to
+    the default's type (``"0.1"`` from the command line becomes ``0.1``); out-of-range values raise
+    :class:`ConfigError` with the range. Returns every hyperparameter's value (defaults filled in).
+    """
+    valid = [hp.name for hp in specs]
+    for key in given:
+        if key not in valid:
+            raise UnknownNameError(
+                f"{owner} has no hyperparameter '{key}'; valid: {', '.join(valid) or '(none)'}.{suggest(key, valid)}"
+            )
+    values: dict[str, Any] = {}
+    for hp in specs:
+        value = _coerce_like(hp.default, given[hp.name], owner, hp.name) if hp.name in given else hp.default
+        hp.validate(value, owner)
+        values[hp.name] = value
+    return values
 
 
 def _accepted_kwargs(factory: Any) -> set[str] | None:

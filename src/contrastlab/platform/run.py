@@ -31,6 +31,7 @@ import yaml
 from contrastlab.platform.config import config_from_dict, config_to_dict
 from contrastlab.platform.errors import DeviceError, RunDirError
 from contrastlab.platform.plugins import registry
+from contrastlab.platform.preflight import preflight
 from contrastlab.platform.progress import ProgressBar
 from contrastlab.platform.sysinfo import hardware_info, package_versions
 from contrastlab.platform.task import TaskConfig, TaskPlugin
@@ -145,11 +146,13 @@ class Run:
         overrides: list[str] | None = None,
         run_name: str | None = None,
     ) -> Run:
-        """Make a new run directory ``<logdir>/<plugin>/<loss>/<time>-s<seed>`` (or ``.../<run_name>``)."""
+        """Make a new run directory ``<logdir>/<plugin>/<loss>/<time>-s<seed>`` (or ``.../<run_name>``) after the
+        pre-flight check (:func:`~contrastlab.platform.preflight.preflight`); nothing is written if it fails."""
         if run_name is not None and (not run_name or "/" in run_name or "\\" in run_name or run_name in {".", ".."}):
             from contrastlab.platform.errors import ConfigError
 
             raise ConfigError(f"--run-name must be a plain directory name (no '/'), got '{run_name}'")
+        preflight(plugin, config)
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         base = Path(logdir) / plugin.name / config.loss.name
         run_dir = base / (run_name or f"{stamp}-s{config.seed}")
@@ -182,7 +185,8 @@ class Run:
 
     @classmethod
     def open(cls, run_dir: Path | str, *, device: str | None = None, resume: bool = True) -> Run:
-        """Reopen an existing run (``--resume`` or ``platform eval``); not-a-run directories raise."""
+        """Reopen an existing run (``--resume`` or ``platform eval``); not-a-run directories raise, and the run's
+        config must pass the pre-flight check again (data still present, plugin still compatible)."""
         run_dir = Path(run_dir)
         info = read_run_info(run_dir)
         plugin = registry("plugin").get(info["plugin"]).factory()
@@ -190,6 +194,7 @@ class Run:
         if device is not None:
             data["device"] = device
         config = config_from_dict(plugin, data)
+        preflight(plugin, config)
         run = cls(plugin, config, run_dir, resumed=resume)
         if resume:
             run._prepare_resume()

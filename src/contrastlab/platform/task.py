@@ -6,15 +6,18 @@ A task plugin owns a whole experiment (a training loop and its evaluation). It d
 * ``config_model``: a subclass of :class:`TaskConfig` with a docstring on every field;
 * ``presets``: named overrides of the config defaults, at least ``smoke`` (CPU, a few minutes);
 * :meth:`TaskPlugin.label_kinds`: which observed labels its batches can carry, so incompatible losses are
-  refused before training;
+  refused before training (by the one pre-flight check, :func:`contrastlab.platform.preflight.preflight`);
 * :meth:`TaskPlugin.train` and :meth:`TaskPlugin.evaluate`.
+
+``TaskPlugin`` is generic over its config: ``class MyTask(TaskPlugin[MyConfig])`` types ``train``, ``check``
+and friends with ``MyConfig`` instead of ``TaskConfig``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -71,14 +74,19 @@ class EvalOptions:
     """Where to save a GIF/MP4 of one evaluation episode (RL plugins), or ``None``."""
 
 
-class TaskPlugin:
-    """Base class of task plugins. Subclass it, fill the class attributes, implement ``train``/``evaluate``."""
+C = TypeVar("C", bound=TaskConfig)
+"""The plugin's config type."""
+
+
+class TaskPlugin(Generic[C]):
+    """Base class of task plugins. Subclass it as ``TaskPlugin[MyConfig]``, fill the class attributes, implement
+    ``train``/``evaluate``."""
 
     name: ClassVar[str] = ""
     """Registry name, used as ``--plugin NAME``."""
     description: ClassVar[str] = ""
     """One line shown by ``platform list plugins``."""
-    config_model: ClassVar[type[TaskConfig]] = TaskConfig
+    config_model: ClassVar[type[Any]] = TaskConfig
     """Typed config with a docstring on every field."""
     presets: ClassVar[dict[str, dict[str, Any]]] = {"smoke": {}}
     """Named nested overrides of the config defaults; must contain ``smoke``."""
@@ -95,20 +103,25 @@ class TaskPlugin:
     higher_is_better: ClassVar[bool] = True
     """Whether a larger primary metric is better."""
 
-    def label_kinds(self, config: TaskConfig) -> frozenset[str]:
+    def label_kinds(self, config: C) -> frozenset[str]:
         """Kinds of observed labels this plugin's batches can carry under ``config`` (``{"class"}``, ``{"pu"}``).
 
-        The CLI refuses a label-aware loss whose ``label_kinds`` do not intersect this set, before training.
+        The pre-flight check refuses a label-aware loss whose ``label_kinds`` do not intersect this set.
         """
         return frozenset()
 
-    def check(self, config: TaskConfig) -> None:
+    def label_hint(self, config: C, needed: frozenset[str]) -> str | None:
+        """How to fix a refused label-aware loss under ``config`` (e.g. ``set --set data.labels=class``), or
+        ``None`` for the generic advice to choose an unsupervised loss."""
+        return None
+
+    def check(self, config: C) -> None:
         """Pre-flight checks before any training (data present, renderer available, ...).
 
         Raise a :class:`~contrastlab.platform.errors.ContrastlabError` with a one-line message on failure.
         """
 
-    def prepare_config(self, config: TaskConfig, explicit_keys: frozenset[str]) -> TaskConfig:
+    def prepare_config(self, config: C, explicit_keys: frozenset[str]) -> C:
         """Adjust a validated config before component hyperparameters are filled in.
 
         ``explicit_keys`` holds the dotted keys set by the preset, the config file or ``--set``; use it for
@@ -116,11 +129,11 @@ class TaskPlugin:
         """
         return config
 
-    def estimate_seconds(self, config: TaskConfig, device: str) -> float | None:
+    def estimate_seconds(self, config: C, device: str) -> float | None:
         """Rough wall time of ``train`` on ``device`` (for the CPU warning), or ``None`` if unknown."""
         return None
 
-    def train(self, config: TaskConfig, run: Run) -> dict[str, float]:
+    def train(self, config: C, run: Run) -> dict[str, float]:
         """Train under ``run`` (logging, checkpoints, progress) and return the final metrics."""
         raise NotImplementedError
 

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from contrastlab.platform.errors import ConfigError, UnknownNameError
-from contrastlab.platform.registry import HParam
+from contrastlab.platform.errors import ConfigError
+from contrastlab.platform.registry import HParam, bind_hparams
 
 
 def positive_finite(v: Any) -> bool:
@@ -92,15 +92,8 @@ class Sampler(nn.Module):
 
     def __init__(self, gather_distributed: bool = True, **hparams: Any) -> None:
         super().__init__()
-        for hp in self.hyperparameters:
-            value = hparams.pop(hp.name, hp.default)
-            hp.validate(value, f"sampler '{self.name}'")
-            setattr(self, hp.name, value)
-        if hparams:
-            valid = ", ".join(hp.name for hp in self.hyperparameters)
-            raise UnknownNameError(
-                f"sampler '{self.name}' has no hyperparameter '{sorted(hparams)[0]}'; valid: {valid}"
-            )
+        for key, value in bind_hparams(self.hyperparameters, hparams, f"sampler '{self.name}'").items():
+            setattr(self, key, value)
         self.gather_distributed = bool(gather_distributed)
         """Gather embeddings/labels from all ranks when ``torch.distributed`` is initialised (default True)."""
 

@@ -10,6 +10,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import contrastlab as cl
 from contrastlab.platform.config import resolve_config
+from contrastlab.platform.preflight import preflight
 from contrastlab.platform.run import Run
 from contrastlab.platform.task import EvalOptions
 from contrastlab.plugins.curl.task import CurlTask
@@ -50,7 +51,7 @@ def test_plugin_declarations() -> None:
 )
 def test_bad_input_is_refused_before_training(sets, loss, error, match) -> None:
     with pytest.raises(error, match=match):
-        CurlTask().check(config(*sets, loss=loss))
+        preflight(CurlTask(), config(*sets, loss=loss))  # the core check (labels) and the plugin's own
 
 
 def test_missing_renderer_says_what_to_install(monkeypatch) -> None:

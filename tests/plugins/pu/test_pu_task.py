@@ -11,6 +11,7 @@ import torch
 from contrastlab import ConfigError, IncompatibleError
 from contrastlab.platform.config import resolve_config
 from contrastlab.platform.plugins import registry
+from contrastlab.platform.preflight import preflight
 from contrastlab.platform.run import Run
 from contrastlab.plugins.pu import task as pu_task
 from contrastlab.testing import run_cli
@@ -96,7 +97,7 @@ def test_label_aware_loss_without_a_pu_split_is_refused() -> None:
     config = resolve_config(plugin, preset="smoke", loss="punce", sets=["data.dataset=cifar100"], device="cpu")
     assert plugin.label_kinds(config) == frozenset()
     with pytest.raises(IncompatibleError, match="PU split"):
-        plugin.check(config)
+        preflight(plugin, config)  # the core's one label check, with the plugin's hint
 
 
 def test_pretrain_probe_smoke_with_punce(tmp_path: Path) -> None:
@@ -194,3 +195,14 @@ def test_cli_train_writes_summary(tmp_path: Path) -> None:
     summary = json.loads(next(tmp_path.glob("pu/supcon/*/summary.json")).read_text())
     assert summary["labels_used"] is True
     assert torch.isfinite(torch.tensor(summary["metrics"]["test/accuracy"]))
+
+
+def test_each_phase_counts_its_own_steps(tmp_path: Path) -> None:
+    """Pre-training logs steps 1..pretrain.steps, the classifier 1..classifier.steps (not continuing at 5..10)."""
+    run, _ = _train(tmp_path, "dcl")
+    rows = [json.loads(line) for line in (run.dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "pretrain/loss" in r] == [2, 4]  # pretrain.steps=4, log_every=2
+    assert [r["step"] for r in rows if "classifier/risk" in r] == [2, 4, 6]  # classifier.steps=6
+    assert [r["step"] for r in rows if "test/accuracy" in r] == [6]
+    # checkpoints keep one global count (4 pre-training + 6 classifier steps), so a resume knows the phase
+    assert run.latest_checkpoint_step() == 10

@@ -7,6 +7,7 @@ from simclr_helpers import tiny_config
 
 import contrastlab as cl
 from contrastlab.platform.config import resolve_config
+from contrastlab.platform.preflight import preflight
 from contrastlab.plugins.simclr import SimCLRTask
 
 
@@ -62,9 +63,9 @@ def test_bad_input_errors(sets, error, match):
 def test_label_aware_loss_without_labels_is_refused():
     task = SimCLRTask()
     with pytest.raises(cl.IncompatibleError, match=r"data\.labels=class"):
-        task.check(tiny_config("unbiased", task=task))
-    with pytest.raises(cl.IncompatibleError):
-        task.check(tiny_config("punce", "data.labels=class", task=task))   # PU labels are not available
+        preflight(task, tiny_config("unbiased", task=task))
+    with pytest.raises(cl.IncompatibleError, match="--plugin pu"):
+        preflight(task, tiny_config("punce", "data.labels=class", task=task))   # PU labels are not available
 
 
 def test_two_view_with_more_views_and_small_queue(tmp_path):

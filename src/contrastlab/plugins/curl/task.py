@@ -17,6 +17,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 import contrastlab as cl
 from contrastlab.platform.errors import ConfigError, IncompatibleError
+from contrastlab.platform.run import Run
 from contrastlab.platform.task import EvalOptions, TaskPlugin
 from contrastlab.plugins.curl.config import PRESETS, CurlConfig
 
@@ -160,7 +161,7 @@ class _TrainLoop(BaseCallback):
         self.run.save_checkpoint(state, step=self.frames)
 
 
-class CurlTask(TaskPlugin):
+class CurlTask(TaskPlugin[CurlConfig]):
     """CURL (Srinivas, Laskin & Abbeel 2020): pixel SAC + contrastive learning on the DeepMind Control Suite."""
 
     name = "curl"
@@ -174,21 +175,14 @@ class CurlTask(TaskPlugin):
     primary_metric = "eval/episode_return"
     higher_is_better = True
 
-    def label_kinds(self, config: Any) -> frozenset[str]:
+    def label_kinds(self, config: CurlConfig) -> frozenset[str]:
         """RL observations carry no labels."""
         return frozenset()
 
-    def check(self, config: Any) -> None:
-        """Fail before training on bad env/agent settings, label-aware losses or a missing renderer."""
+    def check(self, config: CurlConfig) -> None:
+        """Fail before training on bad env/agent settings or a missing renderer (labels: the core pre-flight)."""
         from contrastlab.envs import check_rendering, validate_task
 
-        kinds = cl.loss_label_kinds(config.loss.name)
-        if kinds:
-            usable = [n for n in cl.list_losses() if not cl.loss_label_kinds(n)]
-            raise IncompatibleError(
-                f"loss '{config.loss.name}' needs {'/'.join(sorted(kinds))} labels, but the curl plugin has no labels;"
-                f" use one of: {', '.join(usable)}"
-            )
         validate_task(config.env.domain, config.env.task)
         if config.env.action_repeat is not None and config.env.action_repeat < 1:
             raise ConfigError(f"env.action_repeat: must be >= 1, got {config.env.action_repeat}")
@@ -217,14 +211,14 @@ class CurlTask(TaskPlugin):
                 "use sampler query_key"
             ) from exc
 
-    def estimate_seconds(self, config: Any, device: str) -> float | None:
+    def estimate_seconds(self, config: CurlConfig, device: str) -> float | None:
         """≈1 s per update at batch 128 on a CPU (DESIGN.md), scaling with the batch; ≈50× faster on a GPU."""
         steps = math.ceil(config.train.env_frames / action_repeat(config))
         updates = max(0, steps - config.agent.init_steps)
         per_update = config.agent.batch_size / 128 * (1.0 if str(device).startswith("cpu") else 0.02)
         return updates * per_update + steps * 0.005
 
-    def train(self, config: Any, run: Any) -> dict[str, float]:
+    def train(self, config: CurlConfig, run: Run) -> dict[str, float]:
         """Train for ``train.env_frames`` environment frames; return the final evaluation and counters."""
         env = make_env(config, seed=config.seed)
         eval_env = make_env(config, seed=config.seed + 1)
@@ -262,7 +256,7 @@ class CurlTask(TaskPlugin):
             "perf/frames_per_second": (loop.frames - started * repeat) / max(wall, 1e-9),
         }
 
-    def evaluate(self, run: Any, options: EvalOptions) -> dict[str, float]:
+    def evaluate(self, run: Run, options: EvalOptions) -> dict[str, float]:
         """Re-evaluate the latest checkpoint; optionally save a GIF/MP4 of one episode."""
         from contrastlab.plugins.curl.evaluate import run_episodes, save_video
 

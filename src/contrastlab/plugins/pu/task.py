@@ -27,7 +27,7 @@ from contrastlab.data.prior import elkan_noto
 from contrastlab.data.pu import DEFAULT_POSITIVE_CLASSES, PUSplit, check_prior, make_pu_split, priors_from_pool
 from contrastlab.encoders.heads import ContrastiveModel, ProjectionHead, feature_dim
 from contrastlab.evaluation import extract_features
-from contrastlab.platform.errors import ConfigError, ContrastlabError, IncompatibleError
+from contrastlab.platform.errors import ConfigError, ContrastlabError
 from contrastlab.platform.run import Run
 from contrastlab.plugins.pu.config import LOSS_PRIOR_KEYS, PRESETS, PUConfig
 from contrastlab.plugins.pu.pretrain import is_label_aware, pretrain_loop
@@ -142,7 +142,32 @@ def build_encoder(config: PUConfig, channels: int) -> nn.Module:
     return cl.make_encoder(config.encoder.name, in_channels=channels, **config.encoder.hparams())
 
 
-class PUTask(cl.TaskPlugin):
+@dataclass
+class _Phases:
+    """What the two training phases share (built once by :meth:`PUTask._setup`)."""
+
+    problem: PUProblem
+    split: Any
+    test: ImageDataset
+    spec: Any
+    preprocess: Any
+    images: Tensor
+    encoder: nn.Module
+    model: nn.Module
+    head: nn.Module
+    pre_opt: torch.optim.Optimizer
+    state: dict[str, Any] | None
+    step: int
+    """Global step of the checkpoint resumed from (pre-training steps first), 0 for a new run."""
+    e2e: bool
+    label_aware: bool
+    s_pre: int
+    """Pre-training steps (0 for ``end_to_end``)."""
+    s_clf: int
+    """Classifier steps."""
+
+
+class PUTask(cl.TaskPlugin[PUConfig]):
     """Positive-unlabeled classification with contrastive pre-training (puNCE, PUCL, any loss) and PU heads."""
 
     name = "pu"
@@ -158,19 +183,17 @@ class PUTask(cl.TaskPlugin):
     primary_metric = "test/accuracy"
     higher_is_better = True
 
-    def label_kinds(self, config: cl.TaskConfig) -> frozenset[str]:
+    def label_kinds(self, config: PUConfig) -> frozenset[str]:
         """``{"pu", "class"}`` when the config defines a PU split (positive classes known), else no labels.
 
         The observed labels are PU-coded (1 = labeled positive, −1 = unlabeled), which is also a valid partial
         class labeling (class 1, or unknown): so class-label losses (``supcon``, the oracle ``unbiased``) can run
         on them, and treat only the labeled positives as same-class.
         """
-        assert isinstance(config, PUConfig)
         return frozenset({"pu", "class"}) if positive_classes(config) else frozenset()
 
-    def prepare_config(self, config: cl.TaskConfig, explicit_keys: frozenset[str]) -> cl.TaskConfig:
+    def prepare_config(self, config: PUConfig, explicit_keys: frozenset[str]) -> PUConfig:
         """Mark the loss's prior hyperparameters not set explicitly for filling from the PU prior."""
-        assert isinstance(config, PUConfig)
         if config.prior.fill_loss and "prior.auto_loss_keys" not in explicit_keys:
             explicit = set(config.loss.hparams())
             keys = LOSS_PRIOR_KEYS.get(config.loss.name, ()) if config.loss.name != "pucl" or config.prior.fill_pucl \
@@ -184,25 +207,34 @@ class PUTask(cl.TaskPlugin):
                 pass  # reported by check()/train with its own message
         return config
 
-    def check(self, config: cl.TaskConfig) -> None:
+    def label_hint(self, config: PUConfig, needed: frozenset[str]) -> str | None:
+        """Without a PU split there are no observed labels: say which setting makes one."""
+        return f"set data.positive_classes for dataset '{config.data.dataset}' to make a PU split"
+
+    def check(self, config: PUConfig) -> None:
         """Refuse bad input before training: label-aware loss without a split, bad prior, bad split, no data."""
-        assert isinstance(config, PUConfig)
         self._check_settings(config)
         load_split(config)
 
     def _check_settings(self, config: PUConfig) -> None:
-        if config.method == "pretrain_probe" and is_label_aware(config.loss.name) and not self.label_kinds(config):
-            raise IncompatibleError(
-                f"loss '{config.loss.name}' needs PU labels but there is no PU split: set data.positive_classes "
-                f"for dataset '{config.data.dataset}'"
-            )
         _check_prior_settings(config)
 
     # ------------------------------------------------------------------ training
-    def train(self, config: cl.TaskConfig, run: Run) -> dict[str, float]:
-        """Pre-train (optional), train the PU classifier, evaluate on the clean test set."""
-        assert isinstance(config, PUConfig)
+    def train(self, config: PUConfig, run: Run) -> dict[str, float]:
+        """Phase 1: contrastive pre-training (unless ``method=end_to_end``); phase 2: the PU classifier; then the
+        clean test metrics. A killed run resumes inside the phase it was in."""
         self._check_settings(config)
+        ctx = self._setup(config, run)
+        if not ctx.e2e and ctx.step < ctx.s_pre:
+            self._pretrain_phase(config, run, ctx)
+        self._classifier_phase(config, run, ctx)
+        metrics = self._test_metrics(config, ctx.encoder, ctx.head, ctx.test, ctx.preprocess, run.device)
+        metrics.update(self._prior_metrics(ctx.problem))
+        run.log(metrics, ctx.s_clf)  # on the classifier axis, after its last step
+        return metrics
+
+    def _setup(self, config: PUConfig, run: Run) -> _Phases:
+        """Data, prior, encoder + projection, the pre-training optimiser and the checkpoint to resume from."""
         dev = run.device
         train, test, split = load_split(config)
         assert train is not None and split is not None
@@ -212,94 +244,94 @@ class PUTask(cl.TaskPlugin):
         label_aware = not e2e and is_label_aware(config.loss.name)
         run.labels_used = label_aware
         self._record(run, config, problem, filled, label_aware)
-
         spec = augment_for(config.data.dataset, image_size=train.image_size, channels=train.channels,
                            crop_scale=(config.pretrain.crop_scale_min, 1.0)).spec
-        preprocess = lambda x: prepare(x, spec)  # noqa: E731
-        images = train.images.to(dev)
         encoder = build_encoder(config, train.channels).to(dev)
         dim = feature_dim(encoder)
-        s_pre = 0 if e2e else config.pretrain.steps
-        budget = config.classifier.end_to_end_steps or (config.pretrain.steps + config.classifier.steps)
-        s_clf = budget if e2e else config.classifier.steps
         projection = ProjectionHead(dim, config.pretrain.projection_hidden, config.pretrain.projection_dim).to(dev)
         model = ContrastiveModel(encoder, projection)
         pre_opt = torch.optim.Adam(model.parameters(), lr=config.pretrain.lr, weight_decay=config.pretrain.weight_decay)
-
+        budget = config.classifier.end_to_end_steps or (config.pretrain.steps + config.classifier.steps)
         state = run.load_checkpoint(map_location=dev)
-        step = int(state["step"]) if state else 0
         if state is not None:
             model.load_state_dict(state["model"])
             if state["phase"] == "pretrain":
                 pre_opt.load_state_dict(state["pretrain_opt"])
-
-        def save_pre(at: int) -> None:
-            run.save_checkpoint({"phase": "pretrain", "model": model.state_dict(),
-                                 "pretrain_opt": pre_opt.state_dict()}, at)
-
-        if not e2e and step < s_pre:
-            loss_fn = cl.make_loss(config.loss.name, **config.loss.hparams()).to(dev)
-            sampler = cl.make_sampler(config.sampler.name, **config.sampler.hparams()).to(dev)
-            pretrain_loop(
-                run=run, model=model, optimizer=pre_opt, loss_fn=loss_fn, sampler=sampler,
-                augment=SimCLRAugment(spec).to(dev), images=images, observed=split.observed.to(dev),
-                label_aware=label_aware, steps=s_pre, batch_size=config.pretrain.batch_size, start_step=step,
-                log_every=config.log_every, save=save_pre,
-            )
-
-        # ---------------------------------------------------------- PU classifier
-        cc = config.classifier
-        frozen = not e2e and not cc.fine_tune
         with torch.random.fork_rng(devices=[]):  # own init RNG: resuming must not shift the batch sampling
             torch.manual_seed(config.seed + 1)
             head = linear_head(dim, standardize=not e2e).to(dev)
+        return _Phases(
+            problem=problem, split=split, test=test, spec=spec, preprocess=lambda x: prepare(x, spec),
+            images=train.images.to(dev), encoder=encoder, model=model, head=head, pre_opt=pre_opt, state=state,
+            step=int(state["step"]) if state else 0, e2e=e2e, label_aware=label_aware,
+            s_pre=0 if e2e else config.pretrain.steps, s_clf=budget if e2e else config.classifier.steps,
+        )
+
+    def _pretrain_phase(self, config: PUConfig, run: Run, ctx: _Phases) -> None:
+        """Contrastive pre-training steps ``ctx.step+1 .. s_pre`` (``pretrain/*`` tags count these steps)."""
+        dev = run.device
+
+        def save_pre(at: int) -> None:
+            run.save_checkpoint({"phase": "pretrain", "model": ctx.model.state_dict(),
+                                 "pretrain_opt": ctx.pre_opt.state_dict()}, at)
+
+        pretrain_loop(
+            run=run, model=ctx.model, optimizer=ctx.pre_opt,
+            loss_fn=cl.make_loss(config.loss.name, **config.loss.hparams()).to(dev),
+            sampler=cl.make_sampler(config.sampler.name, **config.sampler.hparams()).to(dev),
+            augment=SimCLRAugment(ctx.spec).to(dev), images=ctx.images, observed=ctx.split.observed.to(dev),
+            label_aware=ctx.label_aware, steps=ctx.s_pre, batch_size=config.pretrain.batch_size,
+            start_step=ctx.step, log_every=config.log_every, save=save_pre,
+        )
+
+    def _classifier_phase(self, config: PUConfig, run: Run, ctx: _Phases) -> None:
+        """PU classifier steps; its progress bar and ``classifier/*`` tags count from 0 (checkpoints keep one
+        global step count, pre-training steps first, so a resume knows the phase)."""
+        dev, cc, head, encoder = run.device, config.classifier, ctx.head, ctx.encoder
+        frozen = not ctx.e2e and not cc.fine_tune
         if frozen:
-            inputs: Tensor = extract_features(encoder, images, preprocess, config.eval_batch_size, dev).to(dev)
+            inputs: Tensor = extract_features(encoder, ctx.images, ctx.preprocess, config.eval_batch_size, dev).to(dev)
             head[0].fit(inputs)
             clf: nn.Module = head
             data_pre = None
             params = [{"params": head.parameters(), "lr": cc.lr}]
         else:
-            if not e2e:
-                head[0].fit(extract_features(encoder, images, preprocess, config.eval_batch_size, dev).to(dev))
-            inputs, clf, data_pre = images, nn.Sequential(encoder, head), preprocess
-            enc_lr = cc.lr if e2e else cc.fine_tune_lr
+            if not ctx.e2e:
+                head[0].fit(extract_features(encoder, ctx.images, ctx.preprocess, config.eval_batch_size, dev).to(dev))
+            inputs, clf, data_pre = ctx.images, nn.Sequential(encoder, head), ctx.preprocess
+            enc_lr = cc.lr if ctx.e2e else cc.fine_tune_lr
             params = [{"params": encoder.parameters(), "lr": enc_lr}, {"params": head.parameters(), "lr": cc.lr}]
         clf_opt = torch.optim.Adam(params, weight_decay=cc.weight_decay)
-        if state is not None and state["phase"] == "classifier":
-            head.load_state_dict(state["head"])
-            clf_opt.load_state_dict(state["clf_opt"])
+        if ctx.state is not None and ctx.state["phase"] == "classifier":
+            head.load_state_dict(ctx.state["head"])
+            clf_opt.load_state_dict(ctx.state["clf_opt"])
+        split = ctx.split
         w = split.n_labeled / (split.n_labeled + split.unlabeled_idx.numel())
-        risk = PURisk(cc.risk, prior=problem.risk_prior, surrogate_name=cc.surrogate, beta=cc.beta,
+        risk = PURisk(cc.risk, prior=ctx.problem.risk_prior, surrogate_name=cc.surrogate, beta=cc.beta,
                       gamma=cc.gamma, labeled_share=w)
         data = PUData(inputs, split.labeled_idx.to(dev), split.unlabeled_idx.to(dev), data_pre)
-        total = s_pre + s_clf
-        start = max(step, s_pre)
+        start = max(ctx.step, ctx.s_pre) - ctx.s_pre  # classifier steps already done
         clf.train()
         ascents = window = 0
-        with run.progress(total, description="classifier", initial=start) as bar:
-            for gstep in range(start + 1, total + 1):
+        with run.progress(ctx.s_clf, description="classifier", initial=start) as bar:
+            for cstep in range(start + 1, ctx.s_clf + 1):
                 out = classifier_step(clf, clf_opt, risk, data, cc.batch_labeled, cc.batch_unlabeled)
                 ascents, window = ascents + int(out.ascent), window + 1
-                if gstep % config.log_every == 0 or gstep == total:
+                if cstep % config.log_every == 0 or cstep == ctx.s_clf:
                     run.log({"classifier/risk": float(out.value), "classifier/positive_risk": float(out.positive_risk),
                              "classifier/negative_risk": float(out.negative_risk),
-                             "classifier/ascent_fraction": ascents / window}, gstep)  # nnPU rule firing rate
+                             "classifier/ascent_fraction": ascents / window}, cstep)  # nnPU rule firing rate
                     ascents = window = 0
-                if run.checkpoint_due(gstep) or gstep == total:
-                    run.save_checkpoint({"phase": "classifier", "model": model.state_dict(),
+                gstep = ctx.s_pre + cstep
+                if run.checkpoint_due(gstep) or cstep == ctx.s_clf:
+                    run.save_checkpoint({"phase": "classifier", "model": ctx.model.state_dict(),
                                          "head": head.state_dict(), "clf_opt": clf_opt.state_dict()}, gstep)
                 bar.update(1, risk=f"{float(out.value):.3f}")
-        metrics = self._test_metrics(config, encoder, head, test, preprocess, dev)
-        metrics.update(self._prior_metrics(problem))
-        run.log(metrics, total)
-        return metrics
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, run: Run, options: cl.EvalOptions) -> dict[str, float]:
         """Test metrics of the latest checkpoint (after the classifier phase)."""
         config = run.config
-        assert isinstance(config, PUConfig)
         state = run.load_checkpoint(map_location=run.device, restore_rng=False)
         if state is None or state.get("phase") != "classifier":
             raise ConfigError(f"run {run.dir} has no trained PU classifier yet; resume it with --resume {run.dir}")

@@ -2,7 +2,7 @@
 evaluation of the frozen encoder. Reproduces the vision experiments of DCL, HCL, BCL, PUCL and DebiasedPos.
 
 Run: ``platform train --plugin simclr --loss dcl --preset smoke``; multi-GPU:
-``torchrun --nproc_per_node=K -m contrastlab.platform.cli train --plugin simclr ...`` (see docs/simclr.md).
+``torchrun --nproc_per_node=K -m contrastlab.cli train --plugin simclr ...`` (see docs/simclr.md).
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import contrastlab as cl
 from contrastlab.data.augment import AugmentSpec, augment_spec_for
 from contrastlab.data.datasets import ImageDataset, dataset_names, load_dataset
 from contrastlab.losses.floors import ClampMeter
-from contrastlab.platform.errors import ConfigError, IncompatibleError, UnknownNameError
+from contrastlab.platform.errors import ConfigError, UnknownNameError
 from contrastlab.platform.registry import unknown_name_message
-from contrastlab.platform.task import ComponentSpec, EvalOptions, TaskConfig, TaskPlugin
+from contrastlab.platform.run import Run
+from contrastlab.platform.task import ComponentSpec, EvalOptions, TaskPlugin
 from contrastlab.plugins.simclr import distributed as D
 from contrastlab.plugins.simclr.config import PRESETS, SimCLRConfig
 from contrastlab.plugins.simclr.evaluate import evaluate_encoder
@@ -46,7 +47,7 @@ def num_classes_of(config: SimCLRConfig) -> int | None:
     return None
 
 
-class SimCLRTask(TaskPlugin):
+class SimCLRTask(TaskPlugin[SimCLRConfig]):
     """Vision SimCLR with linear evaluation on real offline data, batched GPU augmentation and DDP."""
 
     name = "simclr"
@@ -63,14 +64,20 @@ class SimCLRTask(TaskPlugin):
         self._cache: dict[tuple, ImageDataset] = {}
 
     # ------------------------------------------------------------------ config
-    def label_kinds(self, config: TaskConfig) -> frozenset[str]:
+    def label_kinds(self, config: SimCLRConfig) -> frozenset[str]:
         """``{"class"}`` when ``data.labels: class`` (true labels for supcon / the oracle), else none."""
-        return frozenset({"class"}) if getattr(config.data, "labels", "none") == "class" else frozenset()
+        return frozenset({"class"}) if config.data.labels == "class" else frozenset()
 
-    def prepare_config(self, config: TaskConfig, explicit_keys: frozenset[str]) -> TaskConfig:
+    def label_hint(self, config: SimCLRConfig, needed: frozenset[str]) -> str | None:
+        """PU losses belong to the pu plugin; class-label losses need ``data.labels=class``."""
+        if "class" not in needed:
+            return "use --plugin pu for PU learning, or an unsupervised loss"
+        return f"data.labels={config.data.labels}: set --set data.labels=class (class labels only) or use an " \
+               "unsupervised loss"
+
+    def prepare_config(self, config: SimCLRConfig, explicit_keys: frozenset[str]) -> SimCLRConfig:
         """τ+ = 1/C for losses with a ``tau_plus`` hyperparameter unless set; V > 2 switches two_view to
         multi_view (two_view cannot take more than two views)."""
-        assert isinstance(config, SimCLRConfig)
         if config.data.views > 2 and config.sampler.name == "two_view":
             config.sampler = ComponentSpec(name="multi_view", **config.sampler.hparams())
         try:
@@ -83,9 +90,8 @@ class SimCLRTask(TaskPlugin):
             config.loss = ComponentSpec(name=config.loss.name, **{**config.loss.hparams(), "tau_plus": 1 / classes})
         return config
 
-    def check(self, config: TaskConfig) -> None:
+    def check(self, config: SimCLRConfig) -> None:
         """Refuse bad input before training: dataset, views, labels, batch size, missing/corrupt data."""
-        assert isinstance(config, SimCLRConfig)
         data = config.data
         if data.dataset not in dataset_names():
             raise ConfigError(unknown_name_message("dataset (data.dataset)", data.dataset, dataset_names()))
@@ -94,15 +100,6 @@ class SimCLRTask(TaskPlugin):
         if data.views > 2 and sampler_kind(config.sampler.name) != "multi":
             raise ConfigError(f"data.views={data.views} needs the multi_view sampler, not "
                               f"'{config.sampler.name}'; use --sampler multi_view or data.views=2")
-        needed = cl.loss_label_kinds(config.loss.name)
-        if needed and "class" not in needed:
-            raise IncompatibleError(
-                f"loss '{config.loss.name}' needs {'/'.join(sorted(needed))} labels, which the simclr plugin does not "
-                f"provide; use --plugin pu for PU learning, or an unsupervised loss")
-        if needed and not needed & self.label_kinds(config):
-            raise IncompatibleError(
-                f"loss '{config.loss.name}' needs {'/'.join(sorted(needed))} labels but data.labels="
-                f"{data.labels}; set --set data.labels=class (class labels only) or use an unsupervised loss")
         train = self._dataset(config, data.train_split).subset(data.train_subset, config.seed)
         b = config.train.batch_size
         if len(train) < b:
@@ -113,9 +110,8 @@ class SimCLRTask(TaskPlugin):
             raise ConfigError(f"sampler.size={queue} is smaller than train.batch_size={b}; the queue must hold at "
                               "least one batch of keys")
 
-    def estimate_seconds(self, config: TaskConfig, device: str) -> float | None:
+    def estimate_seconds(self, config: SimCLRConfig, device: str) -> float | None:
         """Rough wall time from per-image costs measured for each encoder (32 px; scaled by area)."""
-        assert isinstance(config, SimCLRConfig)
         kind = "cuda" if str(device).startswith("cuda") else "cpu"
         per = _SECONDS_PER_IMAGE[kind].get(config.encoder.name)
         n = config.data.train_subset or _DATASET_SIZES.get(config.data.dataset)
@@ -156,9 +152,8 @@ class SimCLRTask(TaskPlugin):
         return augment_spec_for(config.data.dataset, image_size, channels, **over)
 
     # ------------------------------------------------------------------ train
-    def train(self, config: TaskConfig, run) -> dict[str, float]:
+    def train(self, config: SimCLRConfig, run: Run) -> dict[str, float]:
         """Pre-train, monitor with kNN, then evaluate with kNN + a linear probe on frozen features."""
-        assert isinstance(config, SimCLRConfig)
         info = D.setup(run.device)
         device = info.device
         train_ds, bank, test = self._splits(config)
@@ -232,10 +227,9 @@ class SimCLRTask(TaskPlugin):
         return dict(D.broadcast_from_main(metrics, info))  # type: ignore[call-overload]
 
     # ------------------------------------------------------------------ eval
-    def evaluate(self, run, options: EvalOptions) -> dict[str, float]:
+    def evaluate(self, run: Run, options: EvalOptions) -> dict[str, float]:
         """kNN + linear evaluation of the latest checkpoint's encoder (``platform eval RUN_DIR``)."""
         config = run.config
-        assert isinstance(config, SimCLRConfig)
         _, bank, test = self._splits(config)
         model = build_model(config, bank.channels).to(run.device)
         state = run.load_checkpoint(map_location=run.device, restore_rng=False)

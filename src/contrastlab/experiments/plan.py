@@ -10,14 +10,17 @@ without GPU-sized presets keep their default preset.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contrastlab.platform import compare as cmp
-from contrastlab.platform import recipes as rcp
+from contrastlab.experiments import grid as cmp
+from contrastlab.experiments import recipes as rcp
 from contrastlab.platform.errors import ConfigError
+from contrastlab.platform.plugins import get_task_plugin
 from contrastlab.platform.task import TaskPlugin
 
 
@@ -57,6 +60,19 @@ def require_preset(plugin: TaskPlugin, preset: str | None) -> str:
     )
 
 
+def default_out(
+    plugin: str,
+    preset: str | None,
+    losses: Sequence[str],
+    sets: Sequence[tuple[str, str]],
+    axes: Sequence[cmp.GridAxis],
+) -> Path:
+    """``compare/<plugin>-<hash>``: the same grid (seeds aside) always maps to the same directory, so a
+    repeated command resumes and ``--seeds 5`` after ``--seeds 3`` reuses the three finished seeds."""
+    ident = json.dumps([plugin, preset, list(losses), sorted(sets), [[a.key, list(a.values)] for a in axes]])
+    return Path("compare") / f"{plugin}-{hashlib.sha1(ident.encode()).hexdigest()[:8]}"
+
+
 def make_plan(
     plugin: str | None,
     loss: str | None,
@@ -69,16 +85,13 @@ def make_plan(
 ) -> Plan:
     """Expand ``--plugin/--loss/--grid`` or ``--recipe`` (with the ``--seeds``, ``--preset`` and ``--set`` that
     override it) into a :class:`Plan`; input errors are one-line :class:`ConfigError`s."""
-    from contrastlab.platform.cli_common import get_plugin
-    from contrastlab.platform.compare_cli import default_out
-
     if recipe is None:
         if plugin is None or loss is None:
             raise ConfigError("give --plugin and --loss (e.g. --plugin simclr --loss infonce,dcl), or --recipe NAME")
         losses = cmp.parse_losses(loss)
         seed_values = cmp.parse_seeds(seeds, seed_list)
         axes = [cmp.parse_grid(g) for g in grid]
-        task = get_plugin(plugin)
+        task = get_task_plugin(plugin)
         chosen = require_preset(task, preset)
         points = cmp.expand_grid(task.name, losses, seed_values, preset=chosen, sets=sets, axes=axes)
         spec = {
@@ -96,7 +109,7 @@ def make_plan(
     r = rcp.load_recipe(recipe)
     if plugin is not None and plugin != r.plugin:
         raise ConfigError(f"--plugin {plugin} does not match recipe {r.name}, which runs plugin '{r.plugin}'")
-    task = get_plugin(r.plugin)
+    task = get_task_plugin(r.plugin)
     seed_values = cmp.parse_seeds(seeds if seeds is not None or seed_list is not None else r.seeds, seed_list)
     chosen = preset or r.preset
     points = rcp.expand_recipe(r, seed_values, preset=chosen, sets=sets)

@@ -11,35 +11,14 @@ import torch
 import typer
 from rich.table import Table
 
-from contrastlab.platform.cli_common import console, err_console, get_plugin, user_errors
+from contrastlab.cli.common import console, err_console, user_errors
 from contrastlab.platform.config import flatten_items, load_yaml_file, resolve_config
-from contrastlab.platform.errors import ConfigError, ContrastlabError, IncompatibleError, RunDirError
-from contrastlab.platform.plugins import registry
+from contrastlab.platform.errors import ConfigError, ContrastlabError, RunDirError
+from contrastlab.platform.plugins import get_task_plugin
 from contrastlab.platform.run import Run, read_run_info, resolve_device
 from contrastlab.platform.task import EvalOptions, TaskConfig, TaskPlugin
 
 CPU_WARN_SECONDS = 30 * 60
-
-
-def check_compatibility(plugin: TaskPlugin, config: TaskConfig) -> None:
-    """Refuse samplers/encoders the plugin cannot drive, and a label-aware loss on a plugin whose batches cannot
-    carry the labels it needs."""
-    for kind, allowed in (("sampler", plugin.samplers), ("encoder", plugin.encoders)):
-        name = getattr(config, kind).name
-        if allowed is not None and name not in allowed:
-            raise IncompatibleError(
-                f"plugin '{plugin.name}' cannot use {kind} '{name}'; supported: {', '.join(sorted(allowed))}"
-            )
-    needed = registry("loss").get(config.loss.name).label_kinds
-    if not needed:
-        return
-    available = plugin.label_kinds(config)
-    if not needed & available:
-        have = ", ".join(sorted(available)) or "no labels"
-        raise IncompatibleError(
-            f"loss '{config.loss.name}' needs {' or '.join(sorted(needed))} labels, but plugin '{plugin.name}' "
-            f"provides {have} with this config; choose an unsupervised loss (e.g. infonce, dcl, pucl)"
-        )
 
 
 def _fmt_duration(seconds: float) -> str:
@@ -172,14 +151,12 @@ def add_train_commands(app: typer.Typer) -> None:
         if resume is not None:
             if read_run_info(resume).get("status") == "completed":
                 raise RunDirError(f"run {resume} already completed; see its summary.json (or `platform eval {resume}`)")
-            run = Run.open(resume, device=device)
-            run.plugin.check(run.config)
-            check_compatibility(run.plugin, run.config)
+            run = Run.open(resume, device=device)  # runs the pre-flight check again
             err_console.print(f"resuming {run.dir} from step {run.latest_checkpoint_step() or 0}")
         else:
             if plugin is None:
                 raise ConfigError("--plugin is required (or --resume RUN_DIR); see `platform list plugins`")
-            task = get_plugin(plugin)
+            task = get_task_plugin(plugin)
             preset_name = preset or task.default_preset
             config = resolve_config(
                 task,
@@ -192,12 +169,11 @@ def add_train_commands(app: typer.Typer) -> None:
                 seed=seed,
                 device=device,
             )
-            task.check(config)  # plugin-specific checks first: they can say how to fix it (e.g. data.labels)
-            check_compatibility(task, config)
             device_obj = resolve_device(config.device)
-            warn_if_cpu_heavy(task, config, preset_name, device_obj)
             overrides = recorded_overrides(config_file, sampler, encoder, set_ or [])
+            # Run.create runs the pre-flight check (components, labels, the plugin's own) before writing anything
             run = Run.create(task, config, logdir, preset=preset_name, overrides=overrides, run_name=run_name)
+            warn_if_cpu_heavy(task, config, preset_name, device_obj)
             err_console.print(f"run directory: {run.dir}")
         summary = execute(run)
         print_summary(run, summary)

@@ -1,4 +1,4 @@
-"""Shared CLI plumbing: one-line errors without tracebacks, consoles, plugin lookup."""
+"""Shared CLI plumbing: one-line errors without tracebacks, consoles, comma lists."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ import typer
 from rich.console import Console
 
 from contrastlab.platform.errors import ContrastlabError
-from contrastlab.platform.plugins import registry
-from contrastlab.platform.task import TaskPlugin
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,11 +38,6 @@ def user_errors(func: F) -> F:
             sys.exit(130)
 
     return wrapper  # type: ignore[return-value]
-
-
-def get_plugin(name: str) -> TaskPlugin:
-    """Instantiate the task plugin ``name`` (unknown names raise with suggestions)."""
-    return registry("plugin").get(name).factory()
 
 
 def split_csv(value: str | None) -> list[str]:

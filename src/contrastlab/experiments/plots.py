@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from contrastlab.platform import stats as st
-from contrastlab.platform.report import Group, load_curves
-from contrastlab.platform.report_tables import verdicts
+from contrastlab.experiments import stats as st
+from contrastlab.experiments.results import Group, load_curves
+from contrastlab.experiments.tables import verdicts
 
 
 def _pyplot() -> Any:

@@ -9,7 +9,7 @@ Semantics (documented in ``docs/compare.md``):
   the plugin's config does not have.
 * Each grid point is run as ``platform train ... --logdir OUT/runs --run-name NAME``; NAME is deterministic
   (readable slug of the grid values, a short hash of the whole configuration, ``-s<seed>``), so repeating the
-  command finds the same directories (running them: :mod:`contrastlab.platform.compare_run`).
+  command finds the same directories (running them: :mod:`contrastlab.experiments.runner`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contrastlab.platform.config import split_assignment
 from contrastlab.platform.errors import ConfigError, DeviceError, UnknownNameError
 
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -48,10 +49,12 @@ def _check_key(key: str, option: str, spec: str) -> None:
 
 
 def parse_set(spec: str) -> tuple[str, str]:
-    """Parse one ``--set key=value`` into ``(key, value)``; malformed input raises :class:`ConfigError`."""
-    key, sep, value = spec.partition("=")
-    key, value = key.strip(), value.strip()
-    if not sep or not value:
+    """One ``--set key=value`` of a grid as ``(key, raw value)`` (the core's parser, plus the grid's reserved
+    keys); the value text is passed on to ``platform train`` unchanged."""
+    if "=" not in spec:
+        raise ConfigError(f"--set '{spec}': expected key=value, e.g. --set train.max_steps=50")
+    key, value = split_assignment(spec, "--set")
+    if not value:
         raise ConfigError(f"--set '{spec}': expected key=value, e.g. --set train.max_steps=50")
     _check_key(key, "--set", spec)
     return key, value
@@ -59,10 +62,9 @@ def parse_set(spec: str) -> tuple[str, str]:
 
 def parse_grid(spec: str) -> GridAxis:
     """Parse one ``--grid key=v1,v2,...``; a missing ``=``, an empty or duplicated value raises."""
-    key, sep, raw = spec.partition("=")
-    key = key.strip()
-    if not sep:
+    if "=" not in spec:
         raise ConfigError(f"--grid '{spec}': expected key=v1,v2,..., e.g. --grid loss.tau_plus=0.01,0.05,0.1")
+    key, raw = split_assignment(spec, "--grid")
     _check_key(key, "--grid", spec)
     values = [v.strip() for v in raw.split(",")]
     if not raw.strip() or any(not v for v in values):
@@ -226,9 +228,9 @@ def validate_points(points: Sequence[GridPoint]) -> dict[str, Any]:
     Raises the config layer's error for an unknown key or a bad value, and :class:`IncompatibleError` for a
     label-aware loss the plugin's batches cannot feed. Returns ``{config_hash: resolved config}``.
     """
-    from contrastlab.platform.commands_train import check_compatibility
     from contrastlab.platform.config import resolve_config
     from contrastlab.platform.plugins import registry
+    from contrastlab.platform.preflight import preflight
 
     configs: dict[str, Any] = {}
     instances: dict[str, Any] = {}
@@ -239,8 +241,7 @@ def validate_points(points: Sequence[GridPoint]) -> dict[str, Any]:
             instances[p.plugin] = registry("plugin").get(p.plugin).factory()
         plugin = instances[p.plugin]
         config = resolve_config(plugin, preset=p.preset, sets=p.overrides, loss=p.loss)
-        plugin.check(config)  # the plugin's own pre-flight checks (data present, valid env, ...), as in `train`
-        check_compatibility(plugin, config)
+        preflight(plugin, config)  # the same checks as `platform train` and Run.create
         configs[p.config_hash] = config
     return configs
 

@@ -6,7 +6,6 @@ The lead's ``cli.py`` calls :func:`add_compare_commands`. Grid logic lives in :m
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -15,10 +14,10 @@ from typing import Annotated
 
 import typer
 
-from contrastlab.platform import compare as cmp
-from contrastlab.platform import compare_run as runner
-from contrastlab.platform.cli_common import console, err_console, user_errors
-from contrastlab.platform.compare_plan import eta_lines, make_plan
+from contrastlab.cli.common import console, err_console, user_errors
+from contrastlab.experiments import grid as cmp
+from contrastlab.experiments import runner
+from contrastlab.experiments.plan import eta_lines, make_plan
 from contrastlab.platform.errors import ConfigError
 
 LOCK_FILE = ".compare.lock"
@@ -50,19 +49,6 @@ HELP = {
     "(default: the plugin's primary metric).",
 }
 """Help text of every option (each with an example)."""
-
-
-def default_out(
-    plugin: str,
-    preset: str | None,
-    losses: Sequence[str],
-    sets: Sequence[tuple[str, str]],
-    axes: Sequence[cmp.GridAxis],
-) -> Path:
-    """``compare/<plugin>-<hash>``: the same grid (seeds aside) always maps to the same directory, so a
-    repeated command resumes and ``--seeds 5`` after ``--seeds 3`` reuses the three finished seeds."""
-    ident = json.dumps([plugin, preset, list(losses), sorted(sets), [[a.key, list(a.values)] for a in axes]])
-    return Path("compare") / f"{plugin}-{hashlib.sha1(ident.encode()).hexdigest()[:8]}"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -194,7 +180,7 @@ def add_compare_commands(app: typer.Typer) -> None:
                     "interrupted; run the same command again to resume the unfinished runs", soft_wrap=True
                 )
                 raise typer.Exit(130) from None
-            from contrastlab.platform.report import build_report
+            from contrastlab.experiments.report import build_report
 
             dirs = [p.run_dir(out_dir) for p in plan.points if p.run_dir(out_dir).is_dir()]
             build_report(dirs, out_dir, rows=rows.split(",") if rows else plan.rows)
@@ -223,7 +209,7 @@ def add_compare_commands(app: typer.Typer) -> None:
 
           platform report runs/curl/infonce runs/curl/dcl --out table3 --rows env.domain
         """
-        from contrastlab.platform.report import build_report
+        from contrastlab.experiments.report import build_report
 
         out_dir = out or dirs[0]
         build_report(dirs, out_dir, rows=rows.split(",") if rows else recorded_rows(dirs), curve=curve)

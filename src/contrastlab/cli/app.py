@@ -21,12 +21,12 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from contrastlab.platform import commands_train
-from contrastlab.platform.cli_common import console, get_plugin, user_errors
-from contrastlab.platform.compare_cli import add_compare_commands
+from contrastlab.cli import train as commands_train
+from contrastlab.cli.common import console, user_errors
+from contrastlab.cli.compare import add_compare_commands
 from contrastlab.platform.config import config_to_yaml, resolve_config
 from contrastlab.platform.errors import ConfigError, UnknownNameError
-from contrastlab.platform.plugins import get_plugin_manager, registry
+from contrastlab.platform.plugins import get_plugin_manager, get_task_plugin, registry
 from contrastlab.platform.registry import Component, unknown_name_message
 
 app = typer.Typer(
@@ -137,7 +137,7 @@ def config_command(
     Examples: platform config --plugin curl --preset smoke;
     platform config --plugin simclr --loss dcl --set loss.tau_plus=0.1 > my.yaml
     """
-    task = get_plugin(plugin)
+    task = get_task_plugin(plugin)
     config = resolve_config(
         task, preset=preset, config_file=config_file, sets=set_ or [], loss=loss, sampler=sampler, encoder=encoder
     )
@@ -210,7 +210,7 @@ add_compare_commands(app)
 
 def main() -> None:
     """Console-script entry point (``platform`` / ``contrastlab``)."""
-    from contrastlab.platform.cli_common import fail
+    from contrastlab.cli.common import fail
     from contrastlab.platform.errors import ContrastlabError
 
     try:

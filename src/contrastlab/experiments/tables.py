@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from contrastlab.platform import stats as st
-from contrastlab.platform.report import Group
+from contrastlab.experiments import stats as st
+from contrastlab.experiments.results import Group
 
 CI_NOTE = (
     f"95 % CI: percentile bootstrap over seeds ({st.REPS:,} resamples, seed {st.SEED}; undefined for one seed)"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contrastlab.platform.compare import GridAxis, GridPoint, expand_grid, key_applies, loss_hparam_names
+from contrastlab.experiments.grid import GridAxis, GridPoint, expand_grid, key_applies, loss_hparam_names
 from contrastlab.platform.errors import ConfigError, UnknownNameError
 
 FIELDS = {

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contrastlab.platform.compare import GridPoint
+from contrastlab.experiments.grid import GridPoint
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -139,7 +139,7 @@ def platform_base_command() -> list[str]:
     script = Path(sys.executable).parent / ("platform.exe" if os.name == "nt" else "platform")
     if script.is_file():
         return [str(script)]
-    return [sys.executable, "-c", "from contrastlab.platform.cli import main; main()"]
+    return [sys.executable, "-c", "from contrastlab.cli import main; main()"]
 
 
 def run_grid(

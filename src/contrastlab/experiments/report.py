@@ -1,0 +1,103 @@
+"""``platform report``: aggregate run directories into tables, plots and a side-by-side TensorBoard logdir.
+
+Outputs (written to ``OUT``; runs loaded by :mod:`.results`, tables in :mod:`.tables`, plots in :mod:`.plots`):
+
+* ``results.csv``: one row per run (status, error, every final metric);
+* ``summary.csv``: one row per configuration: mean, std, 95 % bootstrap interval, IQM and its interval, verdict;
+* ``results.md``: per task, mean ± std [95 % bootstrap CI] over seeds of the primary metric in the shape of DCL
+  Table 3 (tasks as rows, losses/τ+ as columns), the best in bold only where its interval excludes the others'
+  (else "tie"); then per-task IQM, the aggregate over tasks (IQM with a stratified bootstrap, as rliable), all
+  final metrics and the failures;
+* ``curves.png``: learning curve of the primary metric, mean ± std band per configuration;
+* ``aggregate.png``: IQM over tasks × seeds of the primary metric's curve, with its 95 % stratified bootstrap band;
+* ``final.png``: final primary metric per configuration (bar = mean, whisker = 95 % CI, dots = seeds);
+* ``tensorboard/<task>/<configuration>/s<seed>``: links to the run directories (``tensorboard --logdir``).
+
+A configuration is (plugin, preset, loss, ``--set`` overrides except the seed). Override keys whose value
+differs between configurations name them: ``loss.*`` keys go to the column, the others (and the plugin)
+name the task row.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from contrastlab.experiments.plots import curve_tags, plot_aggregate, plot_curves, plot_final
+from contrastlab.experiments.results import Group, RunRecord, find_run_dirs, group_runs, load_curves, load_run
+from contrastlab.experiments.tables import markdown, write_csv, write_summary_csv
+from contrastlab.platform.errors import ConfigError, RunDirError
+
+
+# ---------------------------------------------------------------------------------------------- tensorboard
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._=+-]+", "_", text).strip("_") or "run"
+
+
+def link_tensorboard(groups: Sequence[Group], logdir: Path) -> Path:
+    """``logdir/<task>/<configuration>/s<seed>`` → run directory (relative symlinks; event-file copies where
+    links are not allowed). ``tensorboard --logdir logdir`` then shows the runs side by side."""
+    if logdir.is_symlink() or logdir.is_file():
+        logdir.unlink()
+    elif logdir.exists():
+        shutil.rmtree(logdir)
+    for g in groups:
+        for r in g.runs:
+            if not any(r.run_dir.glob("events.out.tfevents.*")):
+                continue
+            link = logdir / _slug(g.row) / _slug(g.column) / f"s{r.seed}"
+            link.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                link.symlink_to(os.path.relpath(r.run_dir.resolve(), link.parent.resolve()), target_is_directory=True)
+            except OSError:
+                link.mkdir(exist_ok=True)
+                for ev in r.run_dir.glob("events.out.tfevents.*"):
+                    shutil.copy2(ev, link / ev.name)
+    logdir.mkdir(parents=True, exist_ok=True)
+    return logdir
+
+
+# ---------------------------------------------------------------------------------------------- entry point
+def _check_keys_exist(
+    records: Sequence[RunRecord], dirs: Sequence[Path], rows: Sequence[str] | None, curve: str | None
+) -> None:
+    """``--rows`` keys must be overrides of some run and ``--curve`` a tag some run logged (one-line errors)."""
+    if rows:
+        keys = {k for rec in records for k in rec.overrides}
+        unknown = [k for k in rows if k not in keys]
+        if unknown:
+            raise ConfigError(
+                f"--rows {unknown[0]} is not an override of any run; available: {', '.join(sorted(keys)) or '(none)'}"
+            )
+    if curve:
+        tags = {t for d in dirs for t in load_curves(d)}
+        if curve not in tags:
+            raise ConfigError(f"--curve {curve} was not logged by any run; logged tags: {', '.join(sorted(tags))}")
+
+
+def build_report(
+    paths: Iterable[Path | str], out: Path | str, *, rows: Sequence[str] | None = None, curve: str | None = None
+) -> dict[str, Path]:
+    """Collect the runs under ``paths`` and write every output to ``out``; returns ``{name: path}``."""
+    dirs = find_run_dirs(paths)
+    if not dirs:
+        raise RunDirError(f"no run directories (with run.json) under {', '.join(map(str, paths))}")
+    records = [load_run(d) for d in dirs]
+    _check_keys_exist(records, dirs, rows, curve)
+    groups = group_runs(records, rows=rows)
+    tags = curve_tags(groups, tag=curve)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.md").write_text(markdown(groups, curve_tags=tags))
+    return {
+        "results.csv": write_csv(groups, out / "results.csv"),
+        "summary.csv": write_summary_csv(groups, out / "summary.csv"),
+        "results.md": out / "results.md",
+        "curves.png": plot_curves(groups, out / "curves.png", tags=tags),
+        "aggregate.png": plot_aggregate(groups, out / "aggregate.png", tags=tags),
+        "final.png": plot_final(groups, out / "final.png"),
+        "tensorboard": link_tensorboard(groups, out / "tensorboard"),
+    }

@@ -1,0 +1,57 @@
+"""The one pre-flight check, run before anything is written or trained.
+
+:func:`preflight` runs from :meth:`Run.create <contrastlab.platform.run.Run.create>` and
+:meth:`Run.open <contrastlab.platform.run.Run.open>`, so the Python API, ``platform train``, ``platform eval`` and
+``platform compare`` all refuse the same bad input with the same one-line errors:
+
+1. the sampler and encoder must be ones the plugin can drive;
+2. a label-aware loss (``supcon``, ``punce``, ``unbiased``) needs labels of a kind the plugin's batches carry
+   under this config (:meth:`TaskPlugin.label_kinds`); the plugin may add how to fix it
+   (:meth:`TaskPlugin.label_hint`);
+3. the plugin's own checks (:meth:`TaskPlugin.check`: data present, renderer available, value ranges).
+
+Hyperparameter names and ranges were already checked when the config was resolved (``platform.config``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contrastlab.platform.errors import IncompatibleError
+from contrastlab.platform.plugins import registry
+from contrastlab.platform.task import TaskConfig, TaskPlugin
+
+
+def check_components(plugin: TaskPlugin[Any], config: TaskConfig) -> None:
+    """Refuse a sampler or encoder the plugin cannot drive (one-line :class:`IncompatibleError`)."""
+    for kind, allowed in (("sampler", plugin.samplers), ("encoder", plugin.encoders)):
+        name = getattr(config, kind).name
+        if allowed is not None and name not in allowed:
+            raise IncompatibleError(
+                f"plugin '{plugin.name}' cannot use {kind} '{name}'; supported: {', '.join(sorted(allowed))}"
+            )
+
+
+def check_labels(plugin: TaskPlugin[Any], config: TaskConfig) -> None:
+    """Refuse a label-aware loss whose label kinds the plugin's batches cannot carry under ``config``."""
+    needed = registry("loss").get(config.loss.name).label_kinds
+    if not needed:
+        return
+    available = plugin.label_kinds(config)
+    if needed & available:
+        return
+    have = ", ".join(sorted(available)) or "no labels"
+    unsupervised = [n for n in registry("loss").names() if not registry("loss").get(n).label_kinds]
+    hint = plugin.label_hint(config, needed) or f"choose an unsupervised loss ({', '.join(unsupervised)})"
+    raise IncompatibleError(
+        f"loss '{config.loss.name}' needs {' or '.join(sorted(needed))} labels, but plugin '{plugin.name}' "
+        f"provides {have} with this config; {hint}"
+    )
+
+
+def preflight(plugin: TaskPlugin[Any], config: TaskConfig) -> None:
+    """Every check that must pass before a run is created or continued; raises one-line
+    :class:`~contrastlab.platform.errors.ContrastlabError`\\ s."""
+    check_components(plugin, config)
+    check_labels(plugin, config)
+    plugin.check(config)
