@@ -83,8 +83,11 @@ def test_smoke_run_logs_on_frame_axis_checkpoints_resumes_and_evaluates(tmp_path
     assert "eval/episode_return" in metrics and metrics["eval/episode_return"] >= 0
     tags = scalars(run.dir)
     assert tags["eval/episode_return_vs_env_frames"] == [0, 160, 320]
-    for tag in ("critic_loss", "actor_loss", "entropy_loss", "contrastive_loss", "contrastive_top1", "ent_coef"):
+    for tag in ("critic_loss", "actor_loss", "entropy_loss", "contrastive_loss", "contrastive_top1", "ent_coef",
+                "clamped_frac"):  # clamped_frac: PUCL's floor statistic (issue 13)
         assert tags[f"train/{tag}_vs_env_frames"] == [160, 240, 320], tag  # updates start after 80 frames
+    summary = json.loads((run.dir / "summary.json").read_text())
+    assert 0.0 <= summary["metrics"]["train/clamped_frac"] <= 1.0
     assert "perf/frames_per_second_vs_env_frames" in tags and "perf/updates_per_second_vs_env_frames" in tags
     ckpts = sorted(p.name for p in (run.dir / "checkpoints").glob("*.pt"))
     assert ckpts == ["step_000000000160.pt", "step_000000000320.pt"]
