@@ -95,6 +95,13 @@ def recorded_overrides(
     return items + [f"--set {item}" for item in sets]
 
 
+def keep_checkpoints_value(value: int) -> int:
+    """``--keep-checkpoints N`` on ``--resume``: at least 1."""
+    if value < 1:
+        raise ConfigError(f"--keep-checkpoints {value}: keep_checkpoints must be >= 1")
+    return value
+
+
 def _terminate_as_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -115,8 +122,8 @@ def execute(run: Run) -> dict:
         if isinstance(exc, ContrastlabError):
             raise
         if run.is_main:
-            (run.dir / "error.log").write_text(traceback.format_exc())
-        err_console.print(f"traceback saved to {run.dir / 'error.log'}; fix and continue with --resume {run.dir}")
+            run.rundir.error_log.write_text(traceback.format_exc())
+        err_console.print(f"traceback saved to {run.rundir.error_log}; fix and continue with --resume {run.dir}")
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -158,6 +165,14 @@ def add_train_commands(app: typer.Typer) -> None:
         resume: Annotated[
             Path | None, typer.Option(help="Continue a killed/interrupted run from its last checkpoint.")
         ] = None,
+        keep_checkpoints: Annotated[
+            int | None,
+            typer.Option(
+                "--keep-checkpoints",
+                help="Keep only the newest N checkpoints (default 2; 1 uses the least disk). "
+                "Same as --set keep_checkpoints=N.",
+            ),
+        ] = None,
     ) -> None:
         """Train a task plugin with any registered loss; writes a run directory with TensorBoard curves.
 
@@ -173,6 +188,8 @@ def add_train_commands(app: typer.Typer) -> None:
             if read_run_info(resume).get("status") == "completed":
                 raise RunDirError(f"run {resume} already completed; see its summary.json (or `platform eval {resume}`)")
             run = Run.open(resume, device=device)
+            if keep_checkpoints is not None:
+                run.keep_checkpoints = keep_checkpoints_value(keep_checkpoints)
             run.plugin.check(run.config)
             check_compatibility(run.plugin, run.config)
             err_console.print(f"resuming {run.dir} from step {run.latest_checkpoint_step() or 0}")
@@ -185,7 +202,7 @@ def add_train_commands(app: typer.Typer) -> None:
                 task,
                 preset=preset_name,
                 config_file=config_file,
-                sets=set_ or [],
+                sets=[*(set_ or []), *([] if keep_checkpoints is None else [f"keep_checkpoints={keep_checkpoints}"])],
                 loss=loss,
                 sampler=sampler,
                 encoder=encoder,
@@ -219,7 +236,7 @@ def add_train_commands(app: typer.Typer) -> None:
         if run.latest_checkpoint_step() is None:
             raise RunDirError(f"run {run_dir} has no checkpoint to evaluate")
         metrics = run.plugin.evaluate(run, EvalOptions(episodes=episodes, video=video))
-        (run.dir / "eval.json").write_text(json.dumps({k: float(v) for k, v in metrics.items()}, indent=2))
+        run.rundir.eval_json.write_text(json.dumps({k: float(v) for k, v in metrics.items()}, indent=2))
         table = Table(title=f"eval {run.dir}")
         table.add_column("metric")
         table.add_column("value", justify="right")

@@ -18,24 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab.experiments.grid import GridPoint
+from contrastlab.platform.rundir import RunDir, read_json
 
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    """The JSON object in ``path``, or ``None`` if it is missing or unreadable."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+__all__ = ["ERROR_FILE", "JobResult", "read_json", "run_grid", "run_state", "train_command"]
 
 
 def run_state(run_dir: Path) -> str:
     """``completed`` (skip), ``resume`` (has ``config.yaml``: continue it), or ``fresh`` (start it)."""
-    run_dir = Path(run_dir)
-    info = read_json(run_dir / "run.json") or {}
-    if info.get("status") == "completed" and (run_dir / "summary.json").is_file():
+    layout = RunDir(run_dir)
+    if layout.info().get("status") == "completed" and layout.summary_json.is_file():
         return "completed"
-    if (run_dir / "config.yaml").is_file():
+    if layout.config_yaml.is_file():
         return "resume"
     return "fresh"
 
@@ -73,7 +66,7 @@ class JobResult:
     """Wall time of the process (0 for skipped runs)."""
 
 
-ERROR_FILE = "compare_error.txt"
+ERROR_FILE = RunDir.COMPARE_ERROR
 """File a failed grid run's one-line error is written to (read back by the report)."""
 
 
@@ -82,8 +75,9 @@ def record_failure(point: GridPoint, out: Path, error: str) -> Path:
     from datetime import datetime, timezone
 
     run_dir = point.run_dir(out)
+    layout = RunDir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not (run_dir / "run.json").exists():
+    if not layout.run_json.exists():
         info = {
             "plugin": point.plugin,
             "loss": point.loss,
@@ -95,17 +89,17 @@ def record_failure(point: GridPoint, out: Path, error: str) -> Path:
             "created": datetime.now(timezone.utc).isoformat(),
             "placeholder": True,
         }
-        (run_dir / "run.json").write_text(json.dumps(info, indent=2))
-    (run_dir / ERROR_FILE).write_text(error + "\n")
+        layout.run_json.write_text(json.dumps(info, indent=2))
+    layout.compare_error.write_text(error + "\n")
     return run_dir
 
 
 def clear_failure(run_dir: Path) -> None:
     """Before a retry: drop ``compare_error.txt`` and a placeholder directory (only what this wrote)."""
-    (run_dir / ERROR_FILE).unlink(missing_ok=True)
-    info = read_json(run_dir / "run.json") or {}
-    if info.get("placeholder") and not (run_dir / "config.yaml").exists():
-        (run_dir / "run.json").unlink(missing_ok=True)
+    layout = RunDir(run_dir)
+    layout.compare_error.unlink(missing_ok=True)
+    if layout.info().get("placeholder") and not layout.config_yaml.exists():
+        layout.run_json.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             run_dir.rmdir()
 
@@ -122,7 +116,7 @@ def last_error_line(log: Path) -> str:
 def latest_step(run_dir: Path) -> str:
     """``step N`` from the last line of ``metrics.jsonl`` (read from the end), or an empty string."""
     try:
-        with open(run_dir / "metrics.jsonl", "rb") as fh:
+        with open(RunDir(run_dir).metrics_jsonl, "rb") as fh:
             fh.seek(0, 2)
             fh.seek(max(0, fh.tell() - 4096))
             line = fh.read().decode(errors="replace").strip().splitlines()[-1]
@@ -221,7 +215,7 @@ def run_grid(
                             f"[green]done[/] {escape(p.label)} s{p.seed} ({secs:.0f} s)", soft_wrap=True
                         )
                     else:
-                        info = read_json(run_dir / "run.json") or {}
+                        info = RunDir(run_dir).info()
                         err = info.get("error") or last_error_line(Path(fh.name))
                         if rc == 0:
                             err = f"exited 0 without a completed summary.json ({err})"

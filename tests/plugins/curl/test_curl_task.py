@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import contrastlab as cl
@@ -76,6 +78,16 @@ def test_smoke_run_logs_on_frame_axis_checkpoints_resumes_and_evaluates(tmp_path
     cfg = config(*TINY, loss="pucl")
     task.check(cfg)
     run = Run.create(task, cfg, tmp_path)
+    killed_at_160 = tmp_path / "checkpoints-at-160"
+    save = run.save_checkpoint
+
+    def save_and_snapshot(state, step, **kwargs):
+        path = save(state, step, **kwargs)
+        if step == 160:  # what the folder holds if the process is killed before the 320-frame checkpoint
+            shutil.copytree(run.dir / "checkpoints", killed_at_160)
+        return path
+
+    run.save_checkpoint = save_and_snapshot
     metrics = task.train(cfg, run)
     run.finish(metrics)
     assert metrics["train/env_frames"] == 320 and metrics["train/updates"] == 40 - 10
@@ -86,10 +98,14 @@ def test_smoke_run_logs_on_frame_axis_checkpoints_resumes_and_evaluates(tmp_path
         assert tags[f"train/{tag}_vs_env_frames"] == [160, 240, 320], tag  # updates start after 80 frames
     assert "perf/frames_per_second_vs_env_frames" in tags and "perf/updates_per_second_vs_env_frames" in tags
     ckpts = sorted(p.name for p in (run.dir / "checkpoints").glob("*.pt"))
-    assert ckpts == ["step_000000000160.pt", "step_000000000320.pt"]
+    assert ckpts == ["step_000000000160.pt", "step_000000000320.latest.pt", "step_000000000320.pt"]
+    # the replay buffer is saved with the newest checkpoint only
+    assert "replay_buffer" not in torch.load(run.dir / "checkpoints" / "step_000000000160.pt", weights_only=False)
+    assert "replay_buffer" in torch.load(run.dir / "checkpoints" / "step_000000000320.latest.pt", weights_only=False)
 
     # simulate a run killed after the 160-frame checkpoint, then resume it
-    (run.dir / "checkpoints" / "step_000000000320.pt").unlink()
+    shutil.rmtree(run.dir / "checkpoints")
+    shutil.copytree(killed_at_160, run.dir / "checkpoints")
     resumed = Run.open(run.dir)
     assert resumed.resumed
     metrics2 = task.train(resumed.config, resumed)

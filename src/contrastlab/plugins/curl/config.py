@@ -95,7 +95,8 @@ class TrainSection(Section):
     eval_episodes: int = Field(default=10, ge=1)
     """Episodes per evaluation, deterministic policy, centre crop (CURL: 10)."""
     save_buffer: bool = True
-    """Include the replay buffer in checkpoints, so that --resume continues exactly (≈3 GB at 100k)."""
+    """Save the replay buffer with the newest checkpoint (older ones resume with an empty buffer), so that
+    --resume continues exactly (≈3 GB at 100k)."""
 
 
 class CurlConfig(TaskConfig):

@@ -152,12 +152,12 @@ class _TrainLoop(BaseCallback):
         self.bar.update(0, eval=f"{metrics['eval/episode_return']:.1f}")
 
     def checkpoint(self) -> None:
-        """Save agent, replay buffer (optionally) and loop state at the current frame count."""
+        """Save agent, loop state and (optionally) the replay buffer, which only the newest checkpoint keeps."""
         self.state["last_ckpt_frames"] = self.frames
         state: dict[str, Any] = {"agent": self.model.training_state(), "loop": dict(self.state)}
         if self.config.train.save_buffer:
             state["replay_buffer"] = self.model.replay_buffer.state_dict()
-        self.run.save_checkpoint(state, step=self.frames)
+        self.run.save_checkpoint(state, step=self.frames, latest_only=("replay_buffer",))
 
 
 class CurlTask(TaskPlugin):
