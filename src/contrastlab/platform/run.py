@@ -28,6 +28,7 @@ import yaml
 from contrastlab.platform.checkpoints import CheckpointStore
 from contrastlab.platform.config import config_from_dict, config_to_dict
 from contrastlab.platform.errors import DeviceError, StorageError
+from contrastlab.platform.hparams import hparam_columns, write_session
 from contrastlab.platform.plugins import registry
 from contrastlab.platform.progress import ProgressBar
 from contrastlab.platform.rundir import RunDir, check_writable_dir, first_missing, write_text_atomic
@@ -354,12 +355,8 @@ class Run:
             write_text_atomic(self.rundir.summary_json, json.dumps(summary, indent=2, default=str))
         except OSError as exc:
             raise StorageError(f"cannot write {self.rundir.summary_json}: {exc.strerror or exc}") from None
-        hparams = {"loss": self.config.loss.name, "seed": self.config.seed}
-        hparams.update(
-            {f"loss.{k}": v for k, v in self.config.loss.hparams().items() if isinstance(v, (int, float, str, bool))}
-        )
         with suppress(ValueError, TypeError):
-            self.writer.add_hparams(hparams, {f"hparam/{k}": v for k, v in metrics.items()}, run_name=".")
+            write_session(self.writer, hparam_columns(self.plugin.name, self.config, self._info.get("preset")))
         self._write_info(status="completed", wall_time_s=wall, error=None)
         self.close()
         return summary
