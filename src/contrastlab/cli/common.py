@@ -24,8 +24,14 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def os_error_message(exc: OSError) -> str:
+    """``cannot write /x/y: Permission denied`` style one-liner for an ``OSError``."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{exc.filename}: {reason}" if exc.filename else reason
+
+
 def user_errors(func: F) -> F:
-    """Turn :class:`ContrastlabError` (and config/YAML errors) into a one-line message and a non-zero exit."""
+    """Turn :class:`ContrastlabError` (and file-system errors) into a one-line message and a non-zero exit."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -33,6 +39,11 @@ def user_errors(func: F) -> F:
             return func(*args, **kwargs)
         except ContrastlabError as exc:
             fail(str(exc), getattr(exc, "exit_code", 2))
+        except BrokenPipeError:  # `platform config ... | head`: the reader left, nothing to report
+            sys.stderr.close()
+            sys.exit(0)
+        except OSError as exc:  # a file that cannot be read or written that no earlier check caught
+            fail(os_error_message(exc), 1)
         except KeyboardInterrupt:
             err_console.print("interrupted")
             sys.exit(130)

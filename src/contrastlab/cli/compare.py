@@ -19,6 +19,7 @@ from contrastlab.experiments import grid as cmp
 from contrastlab.experiments import runner
 from contrastlab.experiments.plan import eta_lines, make_plan
 from contrastlab.platform.errors import ConfigError
+from contrastlab.platform.rundir import check_writable_dir
 
 LOCK_FILE = ".compare.lock"
 
@@ -168,6 +169,7 @@ def add_compare_commands(app: typer.Typer) -> None:
                     f"{s:9s} {p.label:32s} seed {p.seed:<3d} {p.run_dir(out_dir)}", highlight=False, soft_wrap=True
                 )
             return
+        check_writable_dir(out_dir, "--out")
         lock = acquire_lock(out_dir)
         try:
             spec = {**plan.spec, "preset": plan.preset, "rows": rows.split(",") if rows else plan.rows}
@@ -212,5 +214,6 @@ def add_compare_commands(app: typer.Typer) -> None:
         from contrastlab.experiments.report import build_report
 
         out_dir = out or dirs[0]
+        check_writable_dir(out_dir, "--out" if out is not None else "output directory (the first DIR; see --out)")
         build_report(dirs, out_dir, rows=rows.split(",") if rows else recorded_rows(dirs), curve=curve)
         print_results(out_dir)

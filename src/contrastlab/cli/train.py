@@ -16,6 +16,7 @@ from contrastlab.platform.config import flatten_items, load_yaml_file, resolve_c
 from contrastlab.platform.errors import ConfigError, ContrastlabError, IncompatibleError, RunDirError
 from contrastlab.platform.plugins import get_task_plugin, registry
 from contrastlab.platform.run import Run, read_run_info, resolve_device
+from contrastlab.platform.rundir import check_writable_dir
 from contrastlab.platform.task import EvalOptions, TaskConfig, TaskPlugin
 
 CPU_WARN_SECONDS = 30 * 60
@@ -187,6 +188,7 @@ def add_train_commands(app: typer.Typer) -> None:
         if resume is not None:
             if read_run_info(resume).get("status") == "completed":
                 raise RunDirError(f"run {resume} already completed; see its summary.json (or `platform eval {resume}`)")
+            check_writable_dir(resume, "--resume")
             run = Run.open(resume, device=device)
             if keep_checkpoints is not None:
                 run.keep_checkpoints = keep_checkpoints_value(keep_checkpoints)
@@ -235,6 +237,11 @@ def add_train_commands(app: typer.Typer) -> None:
         run = Run.open(run_dir, device=device, resume=False)
         if run.latest_checkpoint_step() is None:
             raise RunDirError(f"run {run_dir} has no checkpoint to evaluate")
+        check_writable_dir(run_dir, "RUN_DIR", hint="; platform eval writes eval.json there")
+        if video is not None:
+            if video.is_dir():
+                raise ConfigError(f"--video {video} is a directory; give a file name, e.g. {video / 'episode.gif'}")
+            check_writable_dir(video.parent, "--video", shown=video)
         metrics = run.plugin.evaluate(run, EvalOptions(episodes=episodes, video=video))
         run.rundir.eval_json.write_text(json.dumps({k: float(v) for k, v in metrics.items()}, indent=2))
         table = Table(title=f"eval {run.dir}")

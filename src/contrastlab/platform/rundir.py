@@ -215,19 +215,23 @@ def first_missing(path: Path | str) -> Path | None:
     return missing
 
 
-def check_writable_dir(path: Path | str, option: str) -> None:
+def check_writable_dir(path: Path | str, option: str, *, shown: Path | str | None = None, hint: str = "") -> None:
     """Raise :class:`StorageError` (one line, nothing created) unless directory ``path`` exists and is writable or
-    could be created: its nearest existing ancestor must be a writable directory. ``option`` names the input in
-    the message (``--logdir``)."""
+    could be created: its nearest existing ancestor must be a writable directory.
+
+    The message reads ``{option} {shown or path}: <what is wrong>{hint}``, e.g.
+    ``--logdir /data/runs: /data is a file, not a directory``.
+    """
     path = Path(path)
     existing = path
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
+    prefix = f"{option} {shown if shown is not None else path}"
     if not existing.is_dir():
-        raise StorageError(f"{option} {path}: {existing} is a file, not a directory")
+        raise StorageError(f"{prefix}: {existing} is a file, not a directory{hint}")
     if not os.access(existing, os.W_OK | os.X_OK):
-        reason = "read-only" if existing == path else "read-only, cannot create directories in it"
-        raise StorageError(f"{option} {path}: {existing} is not writable ({reason})")
+        reason = "read-only" if existing == path else "read-only, so nothing can be created in it"
+        raise StorageError(f"{prefix}: {existing} is not writable ({reason}){hint}")
 
 
 def write_text_atomic(path: Path | str, text: str) -> None:
