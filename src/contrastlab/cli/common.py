@@ -1,10 +1,12 @@
-"""Shared CLI plumbing: one-line errors without tracebacks, consoles, comma lists."""
+"""Shared CLI plumbing: one-line errors without tracebacks, consoles, copyable commands, comma lists."""
 
 from __future__ import annotations
 
 import functools
+import shlex
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
@@ -49,6 +51,23 @@ def user_errors(func: F) -> F:
             sys.exit(130)
 
     return wrapper  # type: ignore[return-value]
+
+
+def shell_command(*args: str | Path) -> str:
+    """A command line with every argument shell-quoted where needed: ``platform eval '/my runs/x'``."""
+    return shlex.join(str(arg) for arg in args)
+
+
+def say(text: str, *, stderr: bool = False) -> None:
+    """Print ``text`` as is: no markup, no highlighting, never wrapped (long paths stay on one line)."""
+    (err_console if stderr else console).print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_commands(title: str, *commands: str, stderr: bool = False) -> None:
+    """``title``, then each command on its own indented line, ready to copy (see :func:`shell_command`)."""
+    say(title, stderr=stderr)
+    for command in commands:
+        say(f"  {command}", stderr=stderr)
 
 
 def split_csv(value: str | None) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from contrastlab.cli.common import console, err_console, user_errors
+from contrastlab.cli.common import console, err_console, print_commands, say, shell_command, user_errors
 from contrastlab.experiments import grid as cmp
 from contrastlab.experiments import runner
 from contrastlab.experiments.plan import eta_lines, make_plan
@@ -92,11 +92,12 @@ def print_results(out: Path) -> None:
     text = (out / "results.md").read_text().split("\n## ")[0]
     console.print(text, markup=False, highlight=False, soft_wrap=True)
     for name in ("results.csv", "summary.csv", "results.md", "curves.png", "aggregate.png", "final.png"):
-        console.print(f"{name:13s} {out / name}", highlight=False, soft_wrap=True)
-    console.print(
-        f"TensorBoard   tensorboard --logdir {out / 'tensorboard'}   (or: platform tensorboard {out / 'tensorboard'})",
-        highlight=False,
-        soft_wrap=True,
+        say(f"{name:13s} {out / name}")
+    board = out / "tensorboard"
+    print_commands(
+        "TensorBoard (either command):",
+        shell_command("platform", "tensorboard", board),
+        shell_command("tensorboard", "--logdir", board),
     )
 
 

@@ -11,7 +11,7 @@ import torch
 import typer
 from rich.table import Table
 
-from contrastlab.cli.common import console, err_console, user_errors
+from contrastlab.cli.common import console, err_console, print_commands, say, shell_command, user_errors
 from contrastlab.platform.config import flatten_items, load_yaml_file, resolve_config
 from contrastlab.platform.errors import ConfigError, ContrastlabError, IncompatibleError, RunDirError
 from contrastlab.platform.plugins import get_task_plugin, registry
@@ -77,8 +77,12 @@ def print_summary(run: Run, summary: dict) -> None:
     table.add_row("wall time", _fmt_duration(summary["wall_time_s"]))
     table.add_row("labels used", str(summary["labels_used"]))
     console.print(table)
-    console.print(f"run directory: {run.dir}")
-    console.print(f"TensorBoard:   platform tensorboard {run.dir}   (or: tensorboard --logdir {run.dir})")
+    say(f"run directory: {run.dir}")
+    print_commands(
+        "TensorBoard (either command):",
+        shell_command("platform", "tensorboard", run.dir),
+        shell_command("tensorboard", "--logdir", run.dir),
+    )
 
 
 def recorded_overrides(
@@ -103,6 +107,11 @@ def keep_checkpoints_value(value: int) -> int:
     return value
 
 
+def resume_command(run: Run) -> str:
+    """The shell command that continues ``run``."""
+    return shell_command("platform", "train", "--resume", run.dir)
+
+
 def _terminate_as_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -116,7 +125,7 @@ def execute(run: Run) -> dict:
         metrics = run.plugin.train(run.config, run)
     except KeyboardInterrupt:
         run.mark("interrupted")
-        err_console.print(f"interrupted; continue with: platform train --resume {run.dir}")
+        print_commands("interrupted; continue with:", resume_command(run), stderr=True)
         raise typer.Exit(130) from None
     except Exception as exc:
         run.mark("failed", error=f"{type(exc).__name__}: {exc}")
@@ -124,7 +133,8 @@ def execute(run: Run) -> dict:
             raise
         if run.is_main:
             run.rundir.error_log.write_text(traceback.format_exc())
-        err_console.print(f"traceback saved to {run.rundir.error_log}; fix and continue with --resume {run.dir}")
+        say(f"traceback saved to {run.rundir.error_log}", stderr=True)
+        print_commands("fix the cause, then continue with:", resume_command(run), stderr=True)
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -187,14 +197,15 @@ def add_train_commands(app: typer.Typer) -> None:
         """
         if resume is not None:
             if read_run_info(resume).get("status") == "completed":
-                raise RunDirError(f"run {resume} already completed; see its summary.json (or `platform eval {resume}`)")
+                evaluate = shell_command("platform", "eval", resume)
+                raise RunDirError(f"run {resume} already completed; see its summary.json (or: {evaluate})")
             check_writable_dir(resume, "--resume")
             run = Run.open(resume, device=device)
             if keep_checkpoints is not None:
                 run.keep_checkpoints = keep_checkpoints_value(keep_checkpoints)
             run.plugin.check(run.config)
             check_compatibility(run.plugin, run.config)
-            err_console.print(f"resuming {run.dir} from step {run.latest_checkpoint_step() or 0}")
+            say(f"resuming {run.dir} from step {run.latest_checkpoint_step() or 0}", stderr=True)
         else:
             if plugin is None:
                 raise ConfigError("--plugin is required (or --resume RUN_DIR); see `platform list plugins`")
@@ -217,7 +228,7 @@ def add_train_commands(app: typer.Typer) -> None:
             warn_if_cpu_heavy(task, config, preset_name, device_obj)
             overrides = recorded_overrides(config_file, sampler, encoder, set_ or [])
             run = Run.create(task, config, logdir, preset=preset_name, overrides=overrides, run_name=run_name)
-            err_console.print(f"run directory: {run.dir}")
+            say(f"run directory: {run.dir}", stderr=True)
         summary = execute(run)
         print_summary(run, summary)
 
@@ -252,7 +263,7 @@ def add_train_commands(app: typer.Typer) -> None:
         console.print(table)
         if video is not None:
             if video.is_file():
-                console.print(f"video: {video}")
+                say(f"video: {video}")
             else:
                 err_console.print(f"note: plugin '{run.plugin.name}' does not record videos; --video was ignored")
         run.close()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from collections.abc import Iterable
 from contextlib import suppress
 from datetime import datetime
@@ -185,7 +186,8 @@ class RunDir:
             layout = cls.location(logdir, plugin, loss, name)
             if layout.path.is_dir() and any(layout.path.iterdir()):
                 raise RunDirError(
-                    f"run directory {layout.path} already exists; continue it with --resume {layout.path}"
+                    f"run directory {layout.path} already exists; continue it with: "
+                    f"platform train --resume {shlex.quote(str(layout.path))}"
                 )
             return layout
         stamp = f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-s{seed}"
