@@ -253,6 +253,9 @@ def add_train_commands(app: typer.Typer) -> None:
             if video.is_dir():
                 raise ConfigError(f"--video {video} is a directory; give a file name, e.g. {video / 'episode.gif'}")
             check_writable_dir(video.parent, "--video", shown=video)
+        step = run.latest_checkpoint_step()
+        recording = f", recording a video to {video}" if video is not None else ""
+        say(f"evaluating {run.dir} (checkpoint at step {step}{recording})", stderr=True)
         metrics = run.plugin.evaluate(run, EvalOptions(episodes=episodes, video=video))
         run.rundir.eval_json.write_text(json.dumps({k: float(v) for k, v in metrics.items()}, indent=2))
         table = Table(title=f"eval {run.dir}")

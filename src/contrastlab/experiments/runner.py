@@ -5,7 +5,9 @@
 * A failed run never stops the others: its one-line error goes to ``compare_error.txt`` in its run directory
   (with a placeholder ``run.json`` if the process died before creating one), its output to
   ``OUT/logs/<plugin>/<loss>/<run name>.log``.
-* One rich progress view shows the whole grid plus a line per running process (its latest logged step).
+* One rich progress view shows the whole grid plus a line per running process (its latest logged step). When
+  the console is not a terminal (CI logs, pipes), a plain line with done/total, running, failed, elapsed time and
+  ETA is printed when a run finishes, and at least every ``report_every`` seconds otherwise.
 """
 
 from __future__ import annotations
@@ -125,6 +127,53 @@ def latest_step(run_dir: Path) -> str:
         return ""
 
 
+class PlainProgress:
+    """Progress lines for a console that is not a terminal (rich shows no live view there)."""
+
+    def __init__(self, console: Any, total: int, skipped: int, slots: int, every: float = 30.0) -> None:
+        import time
+
+        self.console, self.total, self.skipped, self.slots, self.every = console, total, skipped, max(1, slots), every
+        self.started = time.monotonic()
+        self.last = self.started - every  # the first call prints: the grid has started
+        self.durations: list[float] = []
+
+    def line(self, done: int, running: int, failed: int) -> str:
+        """``grid: 3/12 done (1 skipped), 2 running, 1 failed, elapsed 0:04:10, ETA 0:12:30``."""
+        import time
+
+        elapsed = time.monotonic() - self.started
+        remaining = self.total - done
+        if not remaining:
+            eta = "0:00:00"
+        elif self.durations:
+            eta = _clock(sum(self.durations) / len(self.durations) * remaining / min(self.slots, remaining))
+        else:
+            eta = "? (no run finished yet)"
+        skipped = f" ({self.skipped} skipped)" if self.skipped else ""
+        return (
+            f"grid: {done}/{self.total} done{skipped}, {running} running, {failed} failed, "
+            f"elapsed {_clock(elapsed)}, ETA {eta}"
+        )
+
+    def report(self, done: int, running: int, failed: int, *, finished: float | None = None) -> None:
+        """Print a line when a run finished (``finished`` = its seconds) or ``every`` seconds have passed."""
+        import time
+
+        if finished is not None:
+            self.durations.append(finished)
+        now = time.monotonic()
+        if finished is None and now - self.last < self.every:
+            return
+        self.last = now
+        self.console.print(self.line(done, running, failed), markup=False, highlight=False, soft_wrap=True)
+
+
+def _clock(seconds: float) -> str:
+    whole = round(seconds)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
 def platform_base_command() -> list[str]:
     """How to call the CLI in a subprocess: the ``platform`` script beside ``sys.executable`` if present."""
     import os
@@ -144,12 +193,14 @@ def run_grid(
     base: Sequence[str] | None = None,
     console: Any = None,
     poll: float = 0.5,
+    report_every: float = 30.0,
 ) -> list[JobResult]:
     """Run every grid point as its own ``platform train`` process, ``len(slots)`` at a time.
 
     ``slots`` holds one entry per concurrent process: ``None`` (device from the config) or a device string
     passed as ``--device`` (``cuda:K``). Completed runs are skipped; runs with a directory are resumed. One
-    rich progress view shows the whole grid. Ctrl-C interrupts the running processes (they resume next time).
+    rich progress view shows the whole grid (plain progress lines when ``console`` is not a terminal, at least
+    every ``report_every`` seconds). Ctrl-C interrupts the running processes (they resume next time).
     """
     import os
     import shlex
@@ -182,6 +233,11 @@ def run_grid(
         rp.TimeRemainingColumn(),
         rp.TextColumn("{task.fields[info]}"),
     )
+    plain = None if console.is_terminal else PlainProgress(console, len(points), len(results), len(slots), report_every)
+
+    def n_failed() -> int:
+        return sum(r.status == "failed" for r in results.values())
+
     with rp.Progress(*columns, console=console, transient=False) as progress:
         overall = progress.add_task(
             f"grid ({len(points)} runs)", total=len(points), completed=len(results), info=f"{len(results)} already done"
@@ -201,6 +257,8 @@ def run_grid(
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
                     task = progress.add_task(f"  {p.loss}/{p.run_name}", total=None, info=slots[slot] or "")
                     running[slot] = (proc, i, time.monotonic(), task, fh)
+                if plain is not None:
+                    plain.report(len(results), len(running), n_failed())
                 for slot, (proc, i, t0, task, fh) in list(running.items()):
                     rc = proc.poll()
                     p, run_dir = points[i], points[i].run_dir(out)
@@ -229,8 +287,10 @@ def run_grid(
                     progress.remove_task(task)
                     del running[slot]
                     free.append(slot)
-                    n_fail = sum(r.status == "failed" for r in results.values())
+                    n_fail = n_failed()
                     progress.update(overall, completed=len(results), info=f"{n_fail} failed" * bool(n_fail))
+                    if plain is not None:
+                        plain.report(len(results), len(running), n_fail, finished=secs)
                 if running:
                     time.sleep(poll)
         except KeyboardInterrupt:

@@ -73,7 +73,7 @@ def scalars(run_dir: Path) -> dict[str, list[int]]:
 
 
 @pytest.mark.slow
-def test_smoke_run_logs_on_frame_axis_checkpoints_resumes_and_evaluates(tmp_path: Path) -> None:
+def test_smoke_run_logs_on_frame_axis_checkpoints_resumes_and_evaluates(tmp_path: Path, capsys) -> None:
     task = CurlTask()
     cfg = config(*TINY, loss="pucl")
     task.check(cfg)
@@ -118,9 +118,12 @@ def test_smoke_run_logs_on_frame_axis_checkpoints_resumes_and_evaluates(tmp_path
 
     # platform eval RUN_DIR, with a GIF of one episode
     video = tmp_path / "episode.gif"
+    capsys.readouterr()
     out = task.evaluate(Run.open(run.dir, resume=False), EvalOptions(episodes=1, video=video))
     assert out["eval/env_frames"] == 320 and out["eval/episodes"] == 1
     assert video.is_file() and video.stat().st_size > 1000
+    progress = capsys.readouterr().err  # episode count while evaluating, then the video being written
+    assert "eval (recording episode 1) 1/1" in progress and "wrote episode.gif" in progress
 
 
 @pytest.mark.slow

@@ -264,9 +264,11 @@ class CurlTask(TaskPlugin):
 
     def evaluate(self, run: Any, options: EvalOptions) -> dict[str, float]:
         """Re-evaluate the latest checkpoint; optionally save a GIF/MP4 of one episode."""
-        from contrastlab.plugins.curl.evaluate import run_episodes, save_video
+        from contrastlab.plugins.curl.evaluate import check_video_path, run_episodes, save_video
 
         config = run.config
+        if options.video is not None:
+            check_video_path(options.video)
         env = make_env(config, seed=config.seed + 1)
         agent = make_agent(config, env, run.device)
         state = run.load_checkpoint(restore_rng=False)
@@ -275,10 +277,15 @@ class CurlTask(TaskPlugin):
         agent.load_training_state(state["agent"])
         episodes = options.episodes or config.train.eval_episodes
         frames: list[np.ndarray] | None = [] if options.video is not None else None
-        returns = run_episodes(agent, env, episodes, seed=config.seed + 20_000, record=frames)
+        title = "eval (recording episode 1)" if frames is not None else "eval"
+        with run.progress(episodes, title, unit="episode") as bar:
+            returns = run_episodes(agent, env, episodes, seed=config.seed + 20_000, record=frames,
+                                   on_episode=lambda ret: bar.update(1, ret=f"{ret:.1f}"))
+            if options.video is not None and frames:
+                bar.update(0, video=f"writing {options.video.name} ({len(frames)} frames)")
+                save_video(frames, options.video)
+                bar.update(0, video=f"wrote {options.video.name}")
         env.close()
         metrics = {"eval/episode_return": float(np.mean(returns)), "eval/episode_return_std": float(np.std(returns)),
                    "eval/episodes": float(episodes), "eval/env_frames": float(state["step"])}
-        if options.video is not None and frames:
-            save_video(frames, options.video)
         return metrics
