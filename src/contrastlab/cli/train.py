@@ -156,7 +156,8 @@ def add_train_commands(app: typer.Typer) -> None:
         sampler: Annotated[str | None, typer.Option(help="Sampler (default: the plugin's).")] = None,
         encoder: Annotated[str | None, typer.Option(help="Encoder (default: the plugin's).")] = None,
         preset: Annotated[
-            str | None, typer.Option(help="Preset, e.g. smoke (CPU, minutes) or paper (GPU-sized).")
+            str | None,
+            typer.Option(help="Preset, e.g. smoke (a quick CPU check; curl: about 35 s) or paper (GPU-sized)."),
         ] = None,
         config_file: Annotated[
             Path | None, typer.Option("--config", help="YAML file of overrides (see `platform config`).")

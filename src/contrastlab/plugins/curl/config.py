@@ -137,6 +137,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         "train": {"env_frames": 100_000, "eval_every_frames": 10_000, "eval_episodes": 10},
     },
 }
-"""``smoke``: a CPU check in < 3 minutes, low-cost rendering; ``paper``: CURL's settings and, where the paper is
-silent, its code's (full-quality rendering, the encoder's two contrastive Adam steps, recomputed actor features;
-docs/curl.md, "Paper fidelity"); ``--set train.env_frames=500000`` for the 500k budget."""
+"""``smoke``: a CPU check (about 35 s, docs/curl.md "Presets"), low-cost rendering; ``paper``: CURL's settings
+and, where the paper is silent, its code's (full-quality rendering, the encoder's two contrastive Adam steps,
+recomputed actor features; docs/curl.md, "Paper fidelity"); ``--set train.env_frames=500000`` for the 500k budget."""
