@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 setup:  ## create .venv, install pinned dependencies, fetch Fashion-MNIST
 	@bash scripts/setup.sh
 
-demo: setup  ## the headline job: CURL pixel SAC with the PUCL loss, CPU smoke preset (~3 min)
+demo: setup  ## the headline job: CURL pixel SAC with the PUCL loss, CPU smoke preset (about 35 s)
 	$(BIN)/platform train --plugin curl --loss pucl --preset smoke
 
 test: setup  ## the full test suite (what CI runs) plus lint

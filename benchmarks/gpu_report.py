@@ -16,6 +16,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from contrastlab.platform.rundir import RunDir, find_run_dirs
+
 BEGIN, END = "<!-- gpu-suite:begin -->", "<!-- gpu-suite:end -->"
 CURL_PAPER_CARTPOLE_100K = (582, 146)
 """CURL paper, Table 1, cartpole-swingup at 100k environment steps: mean ± std over seeds."""
@@ -39,7 +41,7 @@ def pytest_summary(out: Path) -> dict[str, Any] | None:
 
 def eval_curve(run_dir: Path, tag: str = "eval/episode_return") -> list[tuple[int, float]]:
     """``(env frames, return)`` pairs logged in ``metrics.jsonl``."""
-    path = run_dir / "metrics.jsonl"
+    path = RunDir(run_dir).metrics_jsonl
     if not path.is_file():
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -47,13 +49,16 @@ def eval_curve(run_dir: Path, tag: str = "eval/episode_return") -> list[tuple[in
 
 
 def collect_runs(runs_dir: Path) -> list[dict[str, Any]]:
-    """One record per finished or unfinished curl run under ``runs_dir/curl/<loss>/<name>``."""
+    """One record per finished or unfinished curl run under ``runs_dir``."""
     records = []
-    for run_dir in sorted(runs_dir.glob("curl/*/*")):
-        summary = _read_json(run_dir / "summary.json")
-        info = _read_json(run_dir / "run.json") or {}
+    for run_dir in sorted(find_run_dirs([runs_dir]) if runs_dir.is_dir() else []):
+        layout = RunDir(run_dir)
+        summary = _read_json(layout.summary_json)
+        info = _read_json(layout.run_json) or {}
+        if info.get("plugin") != "curl":
+            continue
         curve = eval_curve(run_dir)
-        rec: dict[str, Any] = {"name": run_dir.name, "loss": run_dir.parent.name, "finished": summary is not None,
+        rec: dict[str, Any] = {"name": run_dir.name, "loss": info.get("loss"), "finished": summary is not None,
                                "curve": curve, "seed": info.get("seed")}
         if summary is not None:
             m = summary["metrics"]

@@ -11,7 +11,7 @@ import pytest
 from toy_dist import install_fake_toy_dist
 
 import contrastlab as cl
-from contrastlab.platform.errors import ConfigError, UnknownNameError
+from contrastlab.platform.errors import UnknownNameError
 from contrastlab.platform.plugins import BUILTIN_MODULES, PluginManager
 from contrastlab.testing import fresh_plugin_manager
 
@@ -50,7 +50,11 @@ def test_third_party_module_registers_loss_and_plugin(toy_pm: PluginManager) -> 
     assert "toy_margin" in cl.list_losses()
 
 
-def test_duplicate_name_error_names_both_packages() -> None:
+def test_duplicate_name_keeps_the_first_and_warns_naming_both_packages(capsys, monkeypatch) -> None:
+    import contrastlab.platform.plugins as plugins
+
+    monkeypatch.setattr(plugins, "_warned", set())
+
     class Clash:
         @cl.hookimpl
         def register_losses(self, register) -> None:
@@ -59,9 +63,11 @@ def test_duplicate_name_error_names_both_packages() -> None:
 
             register(Dup)
 
-    with fresh_plugin_manager(Clash(), package="clashing-pkg") as pm, pytest.raises(ConfigError) as info:
-        _ = pm.registries
-    assert "contrastlab" in str(info.value) and "clashing-pkg" in str(info.value)
+    with fresh_plugin_manager(Clash(), package="clashing-pkg") as pm:
+        assert pm.registries["loss"].get("dcl").package == "contrastlab"
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("warning:")
+    assert "'contrastlab'" in err and "clashing-pkg" in err and "CONTRASTLAB_PLUGINS" in err
 
 
 def test_unknown_names_list_valid_ones_and_suggest() -> None:

@@ -181,6 +181,8 @@ def tensorboard_command(
     """
     from contrastlab.platform.errors import RunDirError
 
+    if logdir.exists() and not logdir.is_dir():
+        raise RunDirError(f"{logdir} is a file; give the directory that holds the runs (e.g. runs)")
     if not logdir.is_dir():
         raise RunDirError(f"log directory not found: {logdir}")
     from tensorboard import program

@@ -1,10 +1,12 @@
-"""Shared CLI plumbing: one-line errors without tracebacks, consoles, comma lists."""
+"""Shared CLI plumbing: one-line errors without tracebacks, consoles, copyable commands, comma lists."""
 
 from __future__ import annotations
 
 import functools
+import shlex
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
@@ -24,8 +26,14 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def os_error_message(exc: OSError) -> str:
+    """``cannot write /x/y: Permission denied`` style one-liner for an ``OSError``."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{exc.filename}: {reason}" if exc.filename else reason
+
+
 def user_errors(func: F) -> F:
-    """Turn :class:`ContrastlabError` (and config/YAML errors) into a one-line message and a non-zero exit."""
+    """Turn :class:`ContrastlabError` (and file-system errors) into a one-line message and a non-zero exit."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -33,11 +41,33 @@ def user_errors(func: F) -> F:
             return func(*args, **kwargs)
         except ContrastlabError as exc:
             fail(str(exc), getattr(exc, "exit_code", 2))
+        except BrokenPipeError:  # `platform config ... | head`: the reader left, nothing to report
+            sys.stderr.close()
+            sys.exit(0)
+        except OSError as exc:  # a file that cannot be read or written that no earlier check caught
+            fail(os_error_message(exc), 1)
         except KeyboardInterrupt:
             err_console.print("interrupted")
             sys.exit(130)
 
     return wrapper  # type: ignore[return-value]
+
+
+def shell_command(*args: str | Path) -> str:
+    """A command line with every argument shell-quoted where needed: ``platform eval '/my runs/x'``."""
+    return shlex.join(str(arg) for arg in args)
+
+
+def say(text: str, *, stderr: bool = False) -> None:
+    """Print ``text`` as is: no markup, no highlighting, never wrapped (long paths stay on one line)."""
+    (err_console if stderr else console).print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_commands(title: str, *commands: str, stderr: bool = False) -> None:
+    """``title``, then each command on its own indented line, ready to copy (see :func:`shell_command`)."""
+    say(title, stderr=stderr)
+    for command in commands:
+        say(f"  {command}", stderr=stderr)
 
 
 def split_csv(value: str | None) -> list[str]:

@@ -14,11 +14,12 @@ from typing import Annotated
 
 import typer
 
-from contrastlab.cli.common import console, err_console, user_errors
+from contrastlab.cli.common import console, err_console, print_commands, say, shell_command, user_errors
 from contrastlab.experiments import grid as cmp
 from contrastlab.experiments import runner
 from contrastlab.experiments.plan import eta_lines, make_plan
 from contrastlab.platform.errors import ConfigError
+from contrastlab.platform.rundir import check_writable_dir
 
 LOCK_FILE = ".compare.lock"
 
@@ -91,11 +92,12 @@ def print_results(out: Path) -> None:
     text = (out / "results.md").read_text().split("\n## ")[0]
     console.print(text, markup=False, highlight=False, soft_wrap=True)
     for name in ("results.csv", "summary.csv", "results.md", "curves.png", "aggregate.png", "final.png"):
-        console.print(f"{name:13s} {out / name}", highlight=False, soft_wrap=True)
-    console.print(
-        f"TensorBoard   tensorboard --logdir {out / 'tensorboard'}   (or: platform tensorboard {out / 'tensorboard'})",
-        highlight=False,
-        soft_wrap=True,
+        say(f"{name:13s} {out / name}")
+    board = out / "tensorboard"
+    print_commands(
+        "TensorBoard (either command):",
+        shell_command("platform", "tensorboard", board),
+        shell_command("tensorboard", "--logdir", board),
     )
 
 
@@ -168,6 +170,7 @@ def add_compare_commands(app: typer.Typer) -> None:
                     f"{s:9s} {p.label:32s} seed {p.seed:<3d} {p.run_dir(out_dir)}", highlight=False, soft_wrap=True
                 )
             return
+        check_writable_dir(out_dir, "--out")
         lock = acquire_lock(out_dir)
         try:
             spec = {**plan.spec, "preset": plan.preset, "rows": rows.split(",") if rows else plan.rows}
@@ -212,5 +215,6 @@ def add_compare_commands(app: typer.Typer) -> None:
         from contrastlab.experiments.report import build_report
 
         out_dir = out or dirs[0]
+        check_writable_dir(out_dir, "--out" if out is not None else "output directory (the first DIR; see --out)")
         build_report(dirs, out_dir, rows=rows.split(",") if rows else recorded_rows(dirs), curve=curve)
         print_results(out_dir)

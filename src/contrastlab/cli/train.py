@@ -11,11 +11,12 @@ import torch
 import typer
 from rich.table import Table
 
-from contrastlab.cli.common import console, err_console, user_errors
+from contrastlab.cli.common import console, err_console, print_commands, say, shell_command, user_errors
 from contrastlab.platform.config import flatten_items, load_yaml_file, resolve_config
 from contrastlab.platform.errors import ConfigError, ContrastlabError, RunDirError
 from contrastlab.platform.plugins import get_task_plugin
 from contrastlab.platform.run import Run, read_run_info, resolve_device
+from contrastlab.platform.rundir import check_writable_dir
 from contrastlab.platform.task import EvalOptions, TaskConfig, TaskPlugin
 
 CPU_WARN_SECONDS = 30 * 60
@@ -55,8 +56,12 @@ def print_summary(run: Run, summary: dict) -> None:
     table.add_row("wall time", _fmt_duration(summary["wall_time_s"]))
     table.add_row("labels used", str(summary["labels_used"]))
     console.print(table)
-    console.print(f"run directory: {run.dir}")
-    console.print(f"TensorBoard:   platform tensorboard {run.dir}   (or: tensorboard --logdir {run.dir})")
+    say(f"run directory: {run.dir}")
+    print_commands(
+        "TensorBoard (either command):",
+        shell_command("platform", "tensorboard", run.dir),
+        shell_command("tensorboard", "--logdir", run.dir),
+    )
 
 
 def recorded_overrides(
@@ -74,6 +79,18 @@ def recorded_overrides(
     return items + [f"--set {item}" for item in sets]
 
 
+def keep_checkpoints_value(value: int) -> int:
+    """``--keep-checkpoints N`` on ``--resume``: at least 1."""
+    if value < 1:
+        raise ConfigError(f"--keep-checkpoints {value}: keep_checkpoints must be >= 1")
+    return value
+
+
+def resume_command(run: Run) -> str:
+    """The shell command that continues ``run``."""
+    return shell_command("platform", "train", "--resume", run.dir)
+
+
 def _terminate_as_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -87,15 +104,16 @@ def execute(run: Run) -> dict:
         metrics = run.plugin.train(run.config, run)
     except KeyboardInterrupt:
         run.mark("interrupted")
-        err_console.print(f"interrupted; continue with: platform train --resume {run.dir}")
+        print_commands("interrupted; continue with:", resume_command(run), stderr=True)
         raise typer.Exit(130) from None
     except Exception as exc:
         run.mark("failed", error=f"{type(exc).__name__}: {exc}")
         if isinstance(exc, ContrastlabError):
             raise
         if run.is_main:
-            (run.dir / "error.log").write_text(traceback.format_exc())
-        err_console.print(f"traceback saved to {run.dir / 'error.log'}; fix and continue with --resume {run.dir}")
+            run.rundir.error_log.write_text(traceback.format_exc())
+        say(f"traceback saved to {run.rundir.error_log}", stderr=True)
+        print_commands("fix the cause, then continue with:", resume_command(run), stderr=True)
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -117,7 +135,8 @@ def add_train_commands(app: typer.Typer) -> None:
         sampler: Annotated[str | None, typer.Option(help="Sampler (default: the plugin's).")] = None,
         encoder: Annotated[str | None, typer.Option(help="Encoder (default: the plugin's).")] = None,
         preset: Annotated[
-            str | None, typer.Option(help="Preset, e.g. smoke (CPU, minutes) or paper (GPU-sized).")
+            str | None,
+            typer.Option(help="Preset, e.g. smoke (a quick CPU check; curl: about 35 s) or paper (GPU-sized)."),
         ] = None,
         config_file: Annotated[
             Path | None, typer.Option("--config", help="YAML file of overrides (see `platform config`).")
@@ -137,6 +156,14 @@ def add_train_commands(app: typer.Typer) -> None:
         resume: Annotated[
             Path | None, typer.Option(help="Continue a killed/interrupted run from its last checkpoint.")
         ] = None,
+        keep_checkpoints: Annotated[
+            int | None,
+            typer.Option(
+                "--keep-checkpoints",
+                help="Keep only the newest N checkpoints (default 2; 1 uses the least disk). "
+                "Same as --set keep_checkpoints=N.",
+            ),
+        ] = None,
     ) -> None:
         """Train a task plugin with any registered loss; writes a run directory with TensorBoard curves.
 
@@ -150,9 +177,13 @@ def add_train_commands(app: typer.Typer) -> None:
         """
         if resume is not None:
             if read_run_info(resume).get("status") == "completed":
-                raise RunDirError(f"run {resume} already completed; see its summary.json (or `platform eval {resume}`)")
+                evaluate = shell_command("platform", "eval", resume)
+                raise RunDirError(f"run {resume} already completed; see its summary.json (or: {evaluate})")
+            check_writable_dir(resume, "--resume")
             run = Run.open(resume, device=device)  # runs the pre-flight check again
-            err_console.print(f"resuming {run.dir} from step {run.latest_checkpoint_step() or 0}")
+            if keep_checkpoints is not None:
+                run.keep_checkpoints = keep_checkpoints_value(keep_checkpoints)
+            say(f"resuming {run.dir} from step {run.latest_checkpoint_step() or 0}", stderr=True)
         else:
             if plugin is None:
                 raise ConfigError("--plugin is required (or --resume RUN_DIR); see `platform list plugins`")
@@ -162,7 +193,7 @@ def add_train_commands(app: typer.Typer) -> None:
                 task,
                 preset=preset_name,
                 config_file=config_file,
-                sets=set_ or [],
+                sets=[*(set_ or []), *([] if keep_checkpoints is None else [f"keep_checkpoints={keep_checkpoints}"])],
                 loss=loss,
                 sampler=sampler,
                 encoder=encoder,
@@ -174,7 +205,7 @@ def add_train_commands(app: typer.Typer) -> None:
             # Run.create runs the pre-flight check (components, labels, the plugin's own) before writing anything
             run = Run.create(task, config, logdir, preset=preset_name, overrides=overrides, run_name=run_name)
             warn_if_cpu_heavy(task, config, preset_name, device_obj)
-            err_console.print(f"run directory: {run.dir}")
+            say(f"run directory: {run.dir}", stderr=True)
         summary = execute(run)
         print_summary(run, summary)
 
@@ -194,8 +225,16 @@ def add_train_commands(app: typer.Typer) -> None:
         run = Run.open(run_dir, device=device, resume=False)
         if run.latest_checkpoint_step() is None:
             raise RunDirError(f"run {run_dir} has no checkpoint to evaluate")
+        check_writable_dir(run_dir, "RUN_DIR", hint="; platform eval writes eval.json there")
+        if video is not None:
+            if video.is_dir():
+                raise ConfigError(f"--video {video} is a directory; give a file name, e.g. {video / 'episode.gif'}")
+            check_writable_dir(video.parent, "--video", shown=video)
+        step = run.latest_checkpoint_step()
+        recording = f", recording a video to {video}" if video is not None else ""
+        say(f"evaluating {run.dir} (checkpoint at step {step}{recording})", stderr=True)
         metrics = run.plugin.evaluate(run, EvalOptions(episodes=episodes, video=video))
-        (run.dir / "eval.json").write_text(json.dumps({k: float(v) for k, v in metrics.items()}, indent=2))
+        run.rundir.eval_json.write_text(json.dumps({k: float(v) for k, v in metrics.items()}, indent=2))
         table = Table(title=f"eval {run.dir}")
         table.add_column("metric")
         table.add_column("value", justify="right")
@@ -204,7 +243,7 @@ def add_train_commands(app: typer.Typer) -> None:
         console.print(table)
         if video is not None:
             if video.is_file():
-                console.print(f"video: {video}")
+                say(f"video: {video}")
             else:
                 err_console.print(f"note: plugin '{run.plugin.name}' does not record videos; --video was ignored")
         run.close()

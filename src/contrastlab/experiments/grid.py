@@ -25,6 +25,7 @@ from typing import Any
 
 from contrastlab.platform.config import split_assignment
 from contrastlab.platform.errors import ConfigError, DeviceError, UnknownNameError
+from contrastlab.platform.rundir import RunDir
 
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _RESERVED = {"seed": "--seeds/--seed-list", "loss.name": "--loss", "loss": "--loss"}
@@ -165,7 +166,7 @@ class GridPoint:
 
     def run_dir(self, out: Path) -> Path:
         """``OUT/runs/<plugin>/<loss>/<run_name>`` (the layout ``platform train --run-name`` creates)."""
-        return Path(out) / "runs" / self.plugin / self.loss / self.run_name
+        return RunDir.location(Path(out) / "runs", self.plugin, self.loss, self.run_name).path
 
 
 def loss_hparam_names(loss: str) -> set[str]:

@@ -30,6 +30,7 @@ from contrastlab.experiments.plots import curve_tags, plot_aggregate, plot_curve
 from contrastlab.experiments.results import Group, RunRecord, find_run_dirs, group_runs, load_curves, load_run
 from contrastlab.experiments.tables import markdown, write_csv, write_summary_csv
 from contrastlab.platform.errors import ConfigError, RunDirError
+from contrastlab.platform.rundir import RunDir
 
 
 # ---------------------------------------------------------------------------------------------- tensorboard
@@ -46,7 +47,8 @@ def link_tensorboard(groups: Sequence[Group], logdir: Path) -> Path:
         shutil.rmtree(logdir)
     for g in groups:
         for r in g.runs:
-            if not any(r.run_dir.glob("events.out.tfevents.*")):
+            events = RunDir(r.run_dir).events()
+            if not events:
                 continue
             link = logdir / _slug(g.row) / _slug(g.column) / f"s{r.seed}"
             link.parent.mkdir(parents=True, exist_ok=True)
@@ -54,7 +56,7 @@ def link_tensorboard(groups: Sequence[Group], logdir: Path) -> Path:
                 link.symlink_to(os.path.relpath(r.run_dir.resolve(), link.parent.resolve()), target_is_directory=True)
             except OSError:
                 link.mkdir(exist_ok=True)
-                for ev in r.run_dir.glob("events.out.tfevents.*"):
+                for ev in events:
                     shutil.copy2(ev, link / ev.name)
     logdir.mkdir(parents=True, exist_ok=True)
     return logdir

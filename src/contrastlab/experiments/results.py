@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,9 @@ from typing import Any
 import numpy as np
 
 from contrastlab.experiments import stats as st
-from contrastlab.platform.errors import RunDirError
+from contrastlab.platform.rundir import RunDir, find_run_dirs
+
+__all__ = ["Group", "RunRecord", "find_run_dirs", "group_runs", "load_curves", "load_run", "parse_overrides"]
 
 _IGNORED_KEYS = {"seed", "device"}
 
@@ -55,31 +56,6 @@ class RunRecord:
         return (self.plugin, self.preset, self.loss, tuple(sorted(self.overrides.items())))
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def find_run_dirs(paths: Iterable[Path | str]) -> list[Path]:
-    """Directories under ``paths`` with a ``run.json`` (symlinks, e.g. ``tensorboard/``, not followed)."""
-    found: dict[Path, None] = {}
-    for root in map(Path, paths):
-        if not root.is_dir():
-            raise RunDirError(f"not a directory: {root}")
-        if (root / "run.json").is_file():
-            found[root] = None
-            continue
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d != "checkpoints")
-            if "run.json" in filenames:
-                found[Path(dirpath)] = None
-                dirnames[:] = []
-    return list(found)
-
-
 def parse_overrides(items: Iterable[str]) -> dict[str, str]:
     """``["--set loss.tau_plus=0.1", "train.steps=5"]`` → ``{"loss.tau_plus": "0.1", "train.steps": "5"}``."""
     out: dict[str, str] = {}
@@ -102,13 +78,14 @@ def _primary_of(plugin: str) -> tuple[str, bool]:
 
 def load_run(run_dir: Path) -> RunRecord:
     """Read ``run.json``, ``summary.json`` and a compare error file of one run directory."""
-    run_dir = Path(run_dir)
-    info, summary = _read_json(run_dir / "run.json"), _read_json(run_dir / "summary.json")
+    layout = RunDir(run_dir)
+    run_dir = layout.path
+    info, summary = layout.info(), layout.summary()
     status = str(info.get("status") or ("completed" if summary else "unknown"))
     if status == "completed" and not summary:
         status = "incomplete"
     error = info.get("error")
-    err_file = run_dir / "compare_error.txt"
+    err_file = layout.compare_error
     if err_file.is_file():
         error = err_file.read_text().strip() or error
         status = "failed" if status != "completed" else status
@@ -137,7 +114,7 @@ def load_run(run_dir: Path) -> RunRecord:
 def load_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     """``{tag: [(step, value), ...]}`` from ``metrics.jsonl`` (later duplicates of a step win)."""
     curves: dict[str, dict[int, float]] = {}
-    path = Path(run_dir) / "metrics.jsonl"
+    path = RunDir(run_dir).metrics_jsonl
     lines = path.read_text().splitlines() if path.is_file() else []
     for line in lines:
         try:

@@ -5,7 +5,9 @@
 * A failed run never stops the others: its one-line error goes to ``compare_error.txt`` in its run directory
   (with a placeholder ``run.json`` if the process died before creating one), its output to
   ``OUT/logs/<plugin>/<loss>/<run name>.log``.
-* One rich progress view shows the whole grid plus a line per running process (its latest logged step).
+* One rich progress view shows the whole grid plus a line per running process (its latest logged step). When
+  the console is not a terminal (CI logs, pipes), a plain line with done/total, running, failed, elapsed time and
+  ETA is printed when a run finishes, and at least every ``report_every`` seconds otherwise.
 """
 
 from __future__ import annotations
@@ -18,24 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab.experiments.grid import GridPoint
+from contrastlab.platform.rundir import RunDir, read_json
 
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    """The JSON object in ``path``, or ``None`` if it is missing or unreadable."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+__all__ = ["ERROR_FILE", "JobResult", "read_json", "run_grid", "run_state", "train_command"]
 
 
 def run_state(run_dir: Path) -> str:
     """``completed`` (skip), ``resume`` (has ``config.yaml``: continue it), or ``fresh`` (start it)."""
-    run_dir = Path(run_dir)
-    info = read_json(run_dir / "run.json") or {}
-    if info.get("status") == "completed" and (run_dir / "summary.json").is_file():
+    layout = RunDir(run_dir)
+    if layout.info().get("status") == "completed" and layout.summary_json.is_file():
         return "completed"
-    if (run_dir / "config.yaml").is_file():
+    if layout.config_yaml.is_file():
         return "resume"
     return "fresh"
 
@@ -73,7 +68,7 @@ class JobResult:
     """Wall time of the process (0 for skipped runs)."""
 
 
-ERROR_FILE = "compare_error.txt"
+ERROR_FILE = RunDir.COMPARE_ERROR
 """File a failed grid run's one-line error is written to (read back by the report)."""
 
 
@@ -82,8 +77,9 @@ def record_failure(point: GridPoint, out: Path, error: str) -> Path:
     from datetime import datetime, timezone
 
     run_dir = point.run_dir(out)
+    layout = RunDir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not (run_dir / "run.json").exists():
+    if not layout.run_json.exists():
         info = {
             "plugin": point.plugin,
             "loss": point.loss,
@@ -95,17 +91,17 @@ def record_failure(point: GridPoint, out: Path, error: str) -> Path:
             "created": datetime.now(timezone.utc).isoformat(),
             "placeholder": True,
         }
-        (run_dir / "run.json").write_text(json.dumps(info, indent=2))
-    (run_dir / ERROR_FILE).write_text(error + "\n")
+        layout.run_json.write_text(json.dumps(info, indent=2))
+    layout.compare_error.write_text(error + "\n")
     return run_dir
 
 
 def clear_failure(run_dir: Path) -> None:
     """Before a retry: drop ``compare_error.txt`` and a placeholder directory (only what this wrote)."""
-    (run_dir / ERROR_FILE).unlink(missing_ok=True)
-    info = read_json(run_dir / "run.json") or {}
-    if info.get("placeholder") and not (run_dir / "config.yaml").exists():
-        (run_dir / "run.json").unlink(missing_ok=True)
+    layout = RunDir(run_dir)
+    layout.compare_error.unlink(missing_ok=True)
+    if layout.info().get("placeholder") and not layout.config_yaml.exists():
+        layout.run_json.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             run_dir.rmdir()
 
@@ -122,13 +118,60 @@ def last_error_line(log: Path) -> str:
 def latest_step(run_dir: Path) -> str:
     """``step N`` from the last line of ``metrics.jsonl`` (read from the end), or an empty string."""
     try:
-        with open(run_dir / "metrics.jsonl", "rb") as fh:
+        with open(RunDir(run_dir).metrics_jsonl, "rb") as fh:
             fh.seek(0, 2)
             fh.seek(max(0, fh.tell() - 4096))
             line = fh.read().decode(errors="replace").strip().splitlines()[-1]
         return f"step {int(json.loads(line)['step'])}"
     except (OSError, IndexError, ValueError, KeyError, TypeError):
         return ""
+
+
+class PlainProgress:
+    """Progress lines for a console that is not a terminal (rich shows no live view there)."""
+
+    def __init__(self, console: Any, total: int, skipped: int, slots: int, every: float = 30.0) -> None:
+        import time
+
+        self.console, self.total, self.skipped, self.slots, self.every = console, total, skipped, max(1, slots), every
+        self.started = time.monotonic()
+        self.last = self.started - every  # the first call prints: the grid has started
+        self.durations: list[float] = []
+
+    def line(self, done: int, running: int, failed: int) -> str:
+        """``grid: 3/12 done (1 skipped), 2 running, 1 failed, elapsed 0:04:10, ETA 0:12:30``."""
+        import time
+
+        elapsed = time.monotonic() - self.started
+        remaining = self.total - done
+        if not remaining:
+            eta = "0:00:00"
+        elif self.durations:
+            eta = _clock(sum(self.durations) / len(self.durations) * remaining / min(self.slots, remaining))
+        else:
+            eta = "? (no run finished yet)"
+        skipped = f" ({self.skipped} skipped)" if self.skipped else ""
+        return (
+            f"grid: {done}/{self.total} done{skipped}, {running} running, {failed} failed, "
+            f"elapsed {_clock(elapsed)}, ETA {eta}"
+        )
+
+    def report(self, done: int, running: int, failed: int, *, finished: float | None = None) -> None:
+        """Print a line when a run finished (``finished`` = its seconds) or ``every`` seconds have passed."""
+        import time
+
+        if finished is not None:
+            self.durations.append(finished)
+        now = time.monotonic()
+        if finished is None and now - self.last < self.every:
+            return
+        self.last = now
+        self.console.print(self.line(done, running, failed), markup=False, highlight=False, soft_wrap=True)
+
+
+def _clock(seconds: float) -> str:
+    whole = round(seconds)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
 def platform_base_command() -> list[str]:
@@ -150,12 +193,14 @@ def run_grid(
     base: Sequence[str] | None = None,
     console: Any = None,
     poll: float = 0.5,
+    report_every: float = 30.0,
 ) -> list[JobResult]:
     """Run every grid point as its own ``platform train`` process, ``len(slots)`` at a time.
 
     ``slots`` holds one entry per concurrent process: ``None`` (device from the config) or a device string
     passed as ``--device`` (``cuda:K``). Completed runs are skipped; runs with a directory are resumed. One
-    rich progress view shows the whole grid. Ctrl-C interrupts the running processes (they resume next time).
+    rich progress view shows the whole grid (plain progress lines when ``console`` is not a terminal, at least
+    every ``report_every`` seconds). Ctrl-C interrupts the running processes (they resume next time).
     """
     import os
     import shlex
@@ -188,6 +233,11 @@ def run_grid(
         rp.TimeRemainingColumn(),
         rp.TextColumn("{task.fields[info]}"),
     )
+    plain = None if console.is_terminal else PlainProgress(console, len(points), len(results), len(slots), report_every)
+
+    def n_failed() -> int:
+        return sum(r.status == "failed" for r in results.values())
+
     with rp.Progress(*columns, console=console, transient=False) as progress:
         overall = progress.add_task(
             f"grid ({len(points)} runs)", total=len(points), completed=len(results), info=f"{len(results)} already done"
@@ -207,6 +257,8 @@ def run_grid(
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
                     task = progress.add_task(f"  {p.loss}/{p.run_name}", total=None, info=slots[slot] or "")
                     running[slot] = (proc, i, time.monotonic(), task, fh)
+                if plain is not None:
+                    plain.report(len(results), len(running), n_failed())
                 for slot, (proc, i, t0, task, fh) in list(running.items()):
                     rc = proc.poll()
                     p, run_dir = points[i], points[i].run_dir(out)
@@ -221,7 +273,7 @@ def run_grid(
                             f"[green]done[/] {escape(p.label)} s{p.seed} ({secs:.0f} s)", soft_wrap=True
                         )
                     else:
-                        info = read_json(run_dir / "run.json") or {}
+                        info = RunDir(run_dir).info()
                         err = info.get("error") or last_error_line(Path(fh.name))
                         if rc == 0:
                             err = f"exited 0 without a completed summary.json ({err})"
@@ -235,8 +287,10 @@ def run_grid(
                     progress.remove_task(task)
                     del running[slot]
                     free.append(slot)
-                    n_fail = sum(r.status == "failed" for r in results.values())
+                    n_fail = n_failed()
                     progress.update(overall, completed=len(results), info=f"{n_fail} failed" * bool(n_fail))
+                    if plain is not None:
+                        plain.report(len(results), len(running), n_fail, finished=secs)
                 if running:
                     time.sleep(poll)
         except KeyboardInterrupt:

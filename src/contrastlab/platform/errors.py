@@ -34,3 +34,7 @@ class DeviceError(ContrastlabError, RuntimeError):
 
 class RunDirError(ContrastlabError, FileNotFoundError):
     """A directory given as a run that is not one (no ``config.yaml`` / ``run.json``)."""
+
+
+class StorageError(ContrastlabError, OSError):
+    """A file or directory that cannot be written: a read-only place, a path through a file, a full disk."""

@@ -4,6 +4,10 @@
 * ``CONTRASTLAB_PLUGINS=pkg1,pkg2`` loads only the named third-party distributions; set to an empty string it
   loads only the built-ins. Unset, every installed entry point is loaded.
 * ``CONTRASTLAB_TRACE=1`` prints every hook call (and each implementation it reaches) to stderr.
+* A broken third-party package (its entry point does not import, its hooks raise or are invalid) is skipped
+  with one warning line on stderr; the built-ins and the other packages keep working. A name registered twice
+  keeps the first registration (built-ins first, then entry points by package name) and warns naming both
+  packages.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata as md
 import os
+import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +26,6 @@ from typing import Any
 import pluggy
 
 from contrastlab.platform import hookspecs
-from contrastlab.platform.errors import ConfigError
 from contrastlab.platform.registry import Registry
 
 ENTRY_POINT_GROUP = "contrastlab"
@@ -65,6 +69,21 @@ def _trace(msg: str) -> None:
         print(f"[contrastlab trace] {msg}", file=sys.stderr)
 
 
+_warned: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """Print ``warning: message`` on stderr, once per process."""
+    if message not in _warned:
+        _warned.add(message)
+        print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def _dist_of(ep: Any) -> str:
+    """The distribution that provides entry point ``ep`` (its top-level module when unknown)."""
+    return ep.dist.name if getattr(ep, "dist", None) is not None else ep.value.split(":")[0].split(".")[0]
+
+
 def _version_of(package: str) -> str:
     try:
         return md.version(package)
@@ -79,6 +98,9 @@ class PluginManager:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.info: dict[str, PluginInfo] = {}
+        self.skipped: dict[str, str] = {}
+        """Third-party packages that were left out, with the reason (``{package: "ImportError: ..."}``)."""
+        self._dists: list[str] = []
         self._registries: dict[str, Registry] | None = None
         if builtins:
             for mod in BUILTIN_MODULES:
@@ -104,58 +126,131 @@ class PluginManager:
     def _load_entry_points(self) -> None:
         allow = _allow_list()
         seen: set[str] = set()
-        for ep in md.entry_points(group=ENTRY_POINT_GROUP):
-            seen |= {ep.name, ep.dist.name if ep.dist is not None else ep.module.split(".")[0]}
-            dist = ep.dist.name if ep.dist is not None else ep.module.split(".")[0]
+        # a deterministic order (directory listings are not): "first" in a name clash is the package name first
+        entry_points = sorted(((ep, _dist_of(ep)) for ep in md.entry_points(group=ENTRY_POINT_GROUP)),
+                              key=lambda pair: (pair[1].lower(), pair[0].name))
+        self._dists = list(dict.fromkeys(dist for _, dist in entry_points))
+        for ep, dist in entry_points:
+            seen |= {ep.name, dist}
             if allow is not None and dist not in allow and ep.name not in allow:
                 _trace(f"skip entry point {ep.name} ({dist}): not in CONTRASTLAB_PLUGINS")
+                continue
+            if ep.name in self.info and self.info[ep.name].package != dist:
+                first = self.info[ep.name].package
+                warn_once(
+                    f"entry point '{ep.name}' is provided by package '{first}' and again by package '{dist}'; "
+                    f"keeping the one from '{first}'. To leave '{dist}' out, {self._leave_out(dist)}"
+                )
                 continue
             _trace(f"load entry point {ep.name} = {ep.value} ({dist})")
             try:
                 obj = ep.load()
-            except Exception as exc:  # a broken third-party package must not take the CLI down silently
-                raise ConfigError(f"plugin package '{dist}' failed to load entry point '{ep.name}': {exc}") from exc
-            self.register_module(obj, package=dist, name=ep.name)
+                self.register_module(obj, package=dist, name=ep.name)
+                self.pm.check_pending()  # hook implementations without a matching hook
+            except Exception as exc:  # a broken third-party package must not take the others down
+                if self.pm.has_plugin(ep.name):
+                    self.pm.unregister(name=ep.name)
+                self.info.pop(ep.name, None)
+                self._registries = None
+                self._skip(dist, f"entry point '{ep.name}' failed to load ({_describe(exc)})")
         for missing in sorted((allow or set()) - seen):
-            print(
-                f"warning: CONTRASTLAB_PLUGINS names '{missing}', but no installed package provides a "
-                f"'{ENTRY_POINT_GROUP}' entry point by that name",
-                file=sys.stderr,
+            warn_once(
+                f"CONTRASTLAB_PLUGINS names '{missing}', but no installed package provides a "
+                f"'{ENTRY_POINT_GROUP}' entry point by that name"
             )
+
+    def _leave_out(self, package: str) -> str:
+        """How to leave ``package`` out: uninstall it, or the ``CONTRASTLAB_PLUGINS`` value that loads the others."""
+        others = [d for d in self._dists if d != package and d not in self.skipped]
+        allow = _allow_list()
+        if allow is not None:
+            others = [d for d in others if d in allow]
+        value = shlex.quote(",".join(others)) if others else "''"
+        return f"uninstall it or set CONTRASTLAB_PLUGINS={value}"
 
     # --------------------------------------------------------------- registries
     @property
     def registries(self) -> dict[str, Registry]:
         """``{"loss": Registry, "sampler": ..., "encoder": ..., "plugin": ...}``, built on first use."""
-        if self._registries is None:
-            self._registries = self._build_registries()
+        while self._registries is None:
+            skipped = len(self.skipped)
+            regs = self._build_registries()
+            if len(self.skipped) == skipped:  # else rebuild without the package that broke, not half of it
+                self._registries = regs
         return self._registries
+
+    def _skip(self, package: str, reason: str) -> None:
+        self.skipped[package] = reason
+        warn_once(f"plugin package '{package}' skipped: {reason}. To leave it out quietly, {self._leave_out(package)}")
+
+    def _package_of(self, plugin_name: str) -> str:
+        info = self.info.get(plugin_name)
+        return info.package if info else plugin_name
 
     def _build_registries(self) -> dict[str, Registry]:
         regs = {kind: Registry(kind) for kind in REGISTRY_HOOKS.values()}
         for hook_name, kind in REGISTRY_HOOKS.items():
             caller = getattr(self.pm.hook, hook_name)
             _trace(f"call {hook_name}(register)")
-            for impl in reversed(caller.get_hookimpls()):
-                info = self.info.get(impl.plugin_name)
-                package = info.package if info else impl.plugin_name
+            for impl in caller.get_hookimpls():  # registration order: built-ins, then entry points
+                package = self._package_of(impl.plugin_name)
+                if package in self.skipped:
+                    continue
                 _trace(f"  -> {impl.plugin_name} ({package}).{hook_name}")
-                registry = regs[kind]
+                collected: list[tuple[Any, dict[str, Any]]] = []
 
-                def register(factory: Any, *, _reg: Registry = registry, _pkg: str = package, **kw: Any) -> None:
-                    _reg.add(factory, package=_pkg, **kw)
+                def register(factory: Any, *, _out: list = collected, **kw: Any) -> None:
+                    _out.append((factory, kw))
 
-                impl.function(register=register)
+                try:
+                    impl.function(register=register)
+                except Exception as exc:
+                    if package == BUILTIN_PACKAGE:
+                        raise
+                    self._skip(package, f"its {hook_name} hook raised {_describe(exc)}")
+                    continue
+                for factory, kw in collected:
+                    self._add(regs[kind], factory, package, kw)
         return regs
 
+    def _add(self, registry: Registry, factory: Any, package: str, kw: dict[str, Any]) -> None:
+        """Register one component; a name that is already taken keeps its first registration (with a warning)."""
+        name = kw.get("name") or getattr(factory, "name", None)
+        first = registry.get(name).package if isinstance(name, str) and name in registry else None
+        if first is None or first == package == BUILTIN_PACKAGE:
+            registry.add(factory, package=package, **kw)  # two built-ins with one name is a bug: it raises
+            return
+        if first == BUILTIN_PACKAGE:
+            how = f"To leave '{package}' out, {self._leave_out(package)}"
+        else:
+            how = f"To use the one from '{package}', leave '{first}' out: {self._leave_out(first)}"
+        warn_once(
+            f"{registry.kind} '{name}' is registered by package '{first}' and again by package '{package}'; "
+            f"keeping the one from '{first}'. {how}"
+        )
+
     def register_commands(self, app: Any) -> None:
-        """Let plugins add Typer commands to ``app``."""
+        """Let plugins add Typer commands to ``app`` (a third-party hook that raises is skipped with a warning)."""
         _trace("call register_commands(app)")
-        self.pm.hook.register_commands(app=app)
+        for impl in self.pm.hook.register_commands.get_hookimpls():
+            package = self._package_of(impl.plugin_name)
+            if package in self.skipped:
+                continue
+            try:
+                impl.function(app=app)
+            except Exception as exc:
+                if package == BUILTIN_PACKAGE:
+                    raise
+                self._skip(package, f"its register_commands hook raised {_describe(exc)}")
 
     def packages(self) -> list[PluginInfo]:
         """Loaded plugin modules with their distribution, version and implemented hooks."""
         return [self.info[k] for k in sorted(self.info)]
+
+
+def _describe(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 _current: PluginManager | None = None

@@ -1,14 +1,10 @@
 """A run: its directory, seeding, device, TensorBoard writer, metrics, checkpoints, resume and progress.
 
-Layout (DESIGN.md "Runs")::
-
-    <logdir>/<plugin>/<loss>/<YYYYmmdd-HHMMSS>-s<seed>/
-        config.yaml       resolved config
-        run.json          plugin, loss, seed, preset, overrides, status, error, accumulated wall time
-        events.out.tfevents.*   TensorBoard scalars (+ hparams at the end)
-        metrics.jsonl     one JSON object per logged step
-        checkpoints/      step_000001000.pt ... (atomic writes, last ``keep_checkpoints`` kept)
-        summary.json      final metrics, hardware, wall time, package versions, labels_used
+The directory layout (``<logdir>/<plugin>/<loss>/<time>-s<seed>/`` with ``run.json``, ``config.yaml``,
+``metrics.jsonl``, ``summary.json``, ``checkpoints/`` and TensorBoard events) is defined in
+:mod:`contrastlab.platform.rundir` only; checkpoint files in :mod:`contrastlab.platform.checkpoints`.
+A directory that cannot be written (read-only, a path through a file, a full disk) is a :class:`StorageError`:
+one line, and a new run leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -17,8 +13,9 @@ import json
 import math
 import os
 import random
+import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,15 +25,18 @@ import numpy as np
 import torch
 import yaml
 
+from contrastlab.platform.checkpoints import CheckpointStore
 from contrastlab.platform.config import config_from_dict, config_to_dict
-from contrastlab.platform.errors import DeviceError, RunDirError
+from contrastlab.platform.errors import DeviceError, StorageError
+from contrastlab.platform.hparams import hparam_columns, write_session
 from contrastlab.platform.plugins import registry
 from contrastlab.platform.preflight import preflight
 from contrastlab.platform.progress import ProgressBar
+from contrastlab.platform.rundir import RunDir, check_writable_dir, first_missing, write_text_atomic
 from contrastlab.platform.sysinfo import hardware_info, package_versions
 from contrastlab.platform.task import TaskConfig, TaskPlugin
 
-CHECKPOINT_DIR = "checkpoints"
+CHECKPOINT_DIR = RunDir.CHECKPOINTS
 CLAMP_TAG = "train/clamped_frac"
 """Prefix of the debiased losses' floor statistic; ``summary.json`` records the mean of what was logged."""
 
@@ -99,17 +99,13 @@ class _NullWriter:
 
 
 def is_run_dir(path: Path) -> bool:
-    """Whether ``path`` looks like a run directory."""
-    return (path / "config.yaml").is_file() and (path / "run.json").is_file()
+    """Whether ``path`` looks like a run directory (same as :meth:`RunDir.is_run`)."""
+    return RunDir.is_run(path)
 
 
 def read_run_info(run_dir: Path) -> dict[str, Any]:
     """The ``run.json`` of ``run_dir``; missing or not-a-run directories raise :class:`RunDirError`."""
-    if not run_dir.is_dir():
-        raise RunDirError(f"run directory not found: {run_dir}")
-    if not is_run_dir(run_dir):
-        raise RunDirError(f"{run_dir} is not a run directory (no config.yaml and run.json)")
-    return json.loads((run_dir / "run.json").read_text())
+    return RunDir(run_dir).read_info()
 
 
 class Run:
@@ -119,11 +115,14 @@ class Run:
         self.plugin = plugin
         self.config = config
         self.dir = Path(run_dir)
+        self.rundir = RunDir(self.dir)
+        """The paths inside the run directory (:class:`~contrastlab.platform.rundir.RunDir`)."""
         self.resumed = resumed
         self.device = resolve_device(config.device)
         self.labels_used = False
         """Set to True by the plugin when observed labels reached the loss (label-aware losses only)."""
-        self.keep_checkpoints = 2
+        self.keep_checkpoints = int(getattr(config, "keep_checkpoints", 2))
+        """How many checkpoints to keep (``config.keep_checkpoints``)."""
         self._extra: dict[str, Any] = {}
         self._writer: Any = None
         self._purge_step: int | None = None
@@ -148,26 +147,12 @@ class Run:
     ) -> Run:
         """Make a new run directory ``<logdir>/<plugin>/<loss>/<time>-s<seed>`` (or ``.../<run_name>``) after the
         pre-flight check (:func:`~contrastlab.platform.preflight.preflight`); nothing is written if it fails."""
-        if run_name is not None and (not run_name or "/" in run_name or "\\" in run_name or run_name in {".", ".."}):
-            from contrastlab.platform.errors import ConfigError
-
-            raise ConfigError(f"--run-name must be a plain directory name (no '/'), got '{run_name}'")
         preflight(plugin, config)
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        base = Path(logdir) / plugin.name / config.loss.name
-        run_dir = base / (run_name or f"{stamp}-s{config.seed}")
-        if run_name is None:
-            suffix = 1
-            while run_dir.exists():
-                suffix += 1
-                run_dir = base / f"{stamp}-s{config.seed}-{suffix}"
-        elif run_dir.exists() and any(run_dir.iterdir()):
-            raise RunDirError(f"run directory {run_dir} already exists; continue it with --resume {run_dir}")
+        layout = RunDir.new_run_path(logdir, plugin.name, config.loss.name, config.seed, run_name)
+        run_dir = layout.path
         if not is_main_process():
             seed_everything(config.seed)
             return cls(plugin, config, run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
         info = {
             "plugin": plugin.name,
             "loss": config.loss.name,
@@ -179,7 +164,17 @@ class Run:
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "wall_time_s": 0.0,
         }
-        (run_dir / "run.json").write_text(json.dumps(info, indent=2))
+        check_writable_dir(logdir, "--logdir")
+        created = first_missing(run_dir)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            layout.config_yaml.write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
+            layout.run_json.write_text(json.dumps(info, indent=2))
+        except OSError as exc:
+            if created is not None:
+                shutil.rmtree(created, ignore_errors=True)  # leave nothing behind
+            where = exc.filename or run_dir
+            raise StorageError(f"--logdir {logdir}: cannot create {where}: {exc.strerror or exc}") from None
         seed_everything(config.seed)
         return cls(plugin, config, run_dir)
 
@@ -187,10 +182,10 @@ class Run:
     def open(cls, run_dir: Path | str, *, device: str | None = None, resume: bool = True) -> Run:
         """Reopen an existing run (``--resume`` or ``platform eval``); not-a-run directories raise, and the run's
         config must pass the pre-flight check again (data still present, plugin still compatible)."""
-        run_dir = Path(run_dir)
-        info = read_run_info(run_dir)
+        layout = RunDir(run_dir)
+        info = layout.read_info()
         plugin = registry("plugin").get(info["plugin"]).factory()
-        data = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+        data = yaml.safe_load(layout.config_yaml.read_text()) or {}
         if device is not None:
             data["device"] = device
         config = config_from_dict(plugin, data)
@@ -201,16 +196,16 @@ class Run:
         return run
 
     def _read_info(self) -> dict[str, Any]:
-        path = self.dir / "run.json"
-        return json.loads(path.read_text()) if path.is_file() else {}
+        return self.rundir.info()
 
     def _write_info(self, **fields: Any) -> None:
         self._info.update(fields)
         if not self.is_main:
             return
-        tmp = self.dir / "run.json.tmp"
-        tmp.write_text(json.dumps(self._info, indent=2))
-        os.replace(tmp, self.dir / "run.json")
+        try:
+            write_text_atomic(self.rundir.run_json, json.dumps(self._info, indent=2))
+        except OSError as exc:
+            raise StorageError(f"cannot write {self.rundir.run_json}: {exc.strerror or exc}") from None
 
     @property
     def info(self) -> dict[str, Any]:
@@ -221,7 +216,7 @@ class Run:
         """Drop everything logged after the latest checkpoint so nothing is repeated or lost."""
         step = self.latest_checkpoint_step()
         keep = -1 if step is None else step
-        metrics = self.dir / "metrics.jsonl"
+        metrics = self.rundir.metrics_jsonl
         if metrics.is_file() and self.is_main:
             kept = []
             for line in metrics.read_text().splitlines():
@@ -258,9 +253,12 @@ class Run:
             if tag.startswith(CLAMP_TAG) and math.isfinite(value):
                 self._clamp_log.append(value)
             self.writer.add_scalar(tag, value, int(step))
-        if self._metrics_file is None:
-            self._metrics_file = open(self.dir / "metrics.jsonl", "a", buffering=1)  # noqa: SIM115
-        self._metrics_file.write(json.dumps(row) + "\n")
+        try:
+            if self._metrics_file is None:
+                self._metrics_file = open(self.rundir.metrics_jsonl, "a", buffering=1)  # noqa: SIM115
+            self._metrics_file.write(json.dumps(row) + "\n")
+        except OSError as exc:
+            raise StorageError(f"cannot write {self.rundir.metrics_jsonl}: {exc.strerror or exc}") from None
 
     def elapsed(self) -> float:
         """Wall seconds spent in this run, summed over resumes."""
@@ -284,50 +282,43 @@ class Run:
         """Whether ``step`` is a multiple of ``config.checkpoint_every``."""
         return step > 0 and step % self.config.checkpoint_every == 0
 
-    def _checkpoints(self) -> list[tuple[int, Path]]:
-        folder = self.dir / CHECKPOINT_DIR
-        found = []
-        for path in folder.glob("step_*.pt") if folder.is_dir() else []:
-            try:
-                found.append((int(path.stem.split("_", 1)[1]), path))
-            except ValueError:
-                continue
-        return sorted(found)
+    @property
+    def checkpoints(self) -> CheckpointStore:
+        """The checkpoint files of this run (retention: ``keep_checkpoints``)."""
+        return CheckpointStore(self.rundir, keep=self.keep_checkpoints)
 
     def latest_checkpoint_step(self) -> int | None:
         """Step of the newest checkpoint, or ``None``."""
-        found = self._checkpoints()
-        return found[-1][0] if found else None
+        return self.checkpoints.latest_step()
 
-    def save_checkpoint(self, state: Mapping[str, Any], step: int) -> Path:
-        """Atomically save ``state`` (plus ``step`` and RNG states); ``step`` is on the logging axis."""
-        folder = self.dir / CHECKPOINT_DIR
-        path = folder / f"step_{int(step):012d}.pt"
+    def save_checkpoint(self, state: Mapping[str, Any], step: int, *, latest_only: Iterable[str] = ()) -> Path:
+        """Save ``state`` (plus ``step`` and RNG states) crash-safely; ``step`` is on the logging axis.
+
+        Keys in ``latest_only`` (e.g. ``"replay_buffer"``) are kept with the newest checkpoint only: older retained
+        checkpoints resume without them. Only the newest ``keep_checkpoints`` checkpoints are kept. A failed write
+        (disk full) keeps the previous checkpoint and raises :class:`StorageError` with one line.
+        """
+        path = self.rundir.checkpoint(step)
         if not self.is_main:
             return path
-        folder.mkdir(exist_ok=True)
         payload = dict(state)
         payload["step"] = int(step)
         payload["_rng"] = _rng_state()
-        tmp = path.with_suffix(".pt.tmp")
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
-        for _, old in self._checkpoints()[: -self.keep_checkpoints]:
-            old.unlink(missing_ok=True)
-        if self._metrics_file is not None:
-            self._metrics_file.flush()
-        if self._writer is not None:
-            self._writer.flush()
+        self.checkpoints.save(payload, int(step), latest_only=latest_only)
+        with suppress(OSError):
+            if self._metrics_file is not None:
+                self._metrics_file.flush()
+            if self._writer is not None:
+                self._writer.flush()
         self._write_info(wall_time_s=self.elapsed(), last_checkpoint_step=int(step))
         self._started = time.monotonic()
         return path
 
     def load_checkpoint(self, map_location: Any = None, restore_rng: bool = True) -> dict[str, Any] | None:
         """The newest checkpoint's state (with ``"step"``), restoring RNG states; ``None`` if there is none."""
-        found = self._checkpoints()
-        if not found:
+        state = self.checkpoints.load(map_location=map_location or self.device)
+        if state is None:
             return None
-        state = torch.load(found[-1][1], map_location=map_location or self.device, weights_only=False)
         rng = state.pop("_rng", None)
         if restore_rng and rng is not None:
             _set_rng_state(rng)
@@ -365,22 +356,26 @@ class Run:
         }
         if not self.is_main:
             return summary
-        (self.dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-        hparams = {"loss": self.config.loss.name, "seed": self.config.seed}
-        hparams.update(
-            {f"loss.{k}": v for k, v in self.config.loss.hparams().items() if isinstance(v, (int, float, str, bool))}
-        )
+        try:
+            write_text_atomic(self.rundir.summary_json, json.dumps(summary, indent=2, default=str))
+        except OSError as exc:
+            raise StorageError(f"cannot write {self.rundir.summary_json}: {exc.strerror or exc}") from None
         with suppress(ValueError, TypeError):
-            self.writer.add_hparams(hparams, {f"hparam/{k}": v for k, v in metrics.items()}, run_name=".")
+            write_session(self.writer, hparam_columns(self.plugin.name, self.config, self._info.get("preset")))
         self._write_info(status="completed", wall_time_s=wall, error=None)
         self.close()
         return summary
 
     def mark(self, status: str, error: str | None = None) -> None:
-        """Record ``interrupted``/``failed`` in ``run.json`` (the latest checkpoint stays resumable)."""
-        self._write_info(status=status, error=error, wall_time_s=self.elapsed())
+        """Record ``interrupted``/``failed`` in ``run.json`` (the latest checkpoint stays resumable).
+
+        Best effort: when the disk is full or the directory went away, the status stays as it was.
+        """
+        with suppress(OSError):
+            self._write_info(status=status, error=error, wall_time_s=self.elapsed())
         self._started = time.monotonic()
-        self.close()
+        with suppress(OSError):
+            self.close()
 
     def close(self) -> None:
         """Flush and close the writer and the metrics file."""

@@ -62,6 +62,8 @@ class TaskConfig(Section):
     """Encoder network (see ``platform list encoders``)."""
     checkpoint_every: int = Field(default=1000, ge=1)
     """Save a checkpoint every this many training steps (in the plugin's step unit); always at the end."""
+    keep_checkpoints: int = Field(default=2, ge=1)
+    """Keep only the newest this many checkpoints (older ones are deleted; 1 = only the latest, the least disk)."""
 
 
 @dataclass

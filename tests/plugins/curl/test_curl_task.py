@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import contrastlab as cl
@@ -72,11 +74,21 @@ def scalars(run_dir: Path) -> dict[str, list[int]]:
 
 
 @pytest.mark.slow
-def test_smoke_run_logs_on_frame_axis_checkpoints_resumes_and_evaluates(tmp_path: Path) -> None:
+def test_smoke_run_logs_on_frame_axis_checkpoints_resumes_and_evaluates(tmp_path: Path, capsys) -> None:
     task = CurlTask()
     cfg = config(*TINY, loss="pucl")
     task.check(cfg)
     run = Run.create(task, cfg, tmp_path)
+    killed_at_160 = tmp_path / "checkpoints-at-160"
+    save = run.save_checkpoint
+
+    def save_and_snapshot(state, step, **kwargs):
+        path = save(state, step, **kwargs)
+        if step == 160:  # what the folder holds if the process is killed before the 320-frame checkpoint
+            shutil.copytree(run.dir / "checkpoints", killed_at_160)
+        return path
+
+    run.save_checkpoint = save_and_snapshot
     metrics = task.train(cfg, run)
     run.finish(metrics)
     assert metrics["train/env_frames"] == 320 and metrics["train/updates"] == 40 - 10
@@ -90,10 +102,14 @@ def test_smoke_run_logs_on_frame_axis_checkpoints_resumes_and_evaluates(tmp_path
     assert 0.0 <= summary["metrics"]["train/clamped_frac"] <= 1.0
     assert "perf/frames_per_second_vs_env_frames" in tags and "perf/updates_per_second_vs_env_frames" in tags
     ckpts = sorted(p.name for p in (run.dir / "checkpoints").glob("*.pt"))
-    assert ckpts == ["step_000000000160.pt", "step_000000000320.pt"]
+    assert ckpts == ["step_000000000160.pt", "step_000000000320.latest.pt", "step_000000000320.pt"]
+    # the replay buffer is saved with the newest checkpoint only
+    assert "replay_buffer" not in torch.load(run.dir / "checkpoints" / "step_000000000160.pt", weights_only=False)
+    assert "replay_buffer" in torch.load(run.dir / "checkpoints" / "step_000000000320.latest.pt", weights_only=False)
 
     # simulate a run killed after the 160-frame checkpoint, then resume it
-    (run.dir / "checkpoints" / "step_000000000320.pt").unlink()
+    shutil.rmtree(run.dir / "checkpoints")
+    shutil.copytree(killed_at_160, run.dir / "checkpoints")
     resumed = Run.open(run.dir)
     assert resumed.resumed
     metrics2 = task.train(resumed.config, resumed)
@@ -106,9 +122,12 @@ def test_smoke_run_logs_on_frame_axis_checkpoints_resumes_and_evaluates(tmp_path
 
     # platform eval RUN_DIR, with a GIF of one episode
     video = tmp_path / "episode.gif"
+    capsys.readouterr()
     out = task.evaluate(Run.open(run.dir, resume=False), EvalOptions(episodes=1, video=video))
     assert out["eval/env_frames"] == 320 and out["eval/episodes"] == 1
     assert video.is_file() and video.stat().st_size > 1000
+    progress = capsys.readouterr().err  # episode count while evaluating, then the video being written
+    assert "eval (recording episode 1) 1/1" in progress and "wrote episode.gif" in progress
 
 
 @pytest.mark.slow

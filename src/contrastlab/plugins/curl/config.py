@@ -95,7 +95,8 @@ class TrainSection(Section):
     eval_episodes: int = Field(default=10, ge=1)
     """Episodes per evaluation, deterministic policy, centre crop (CURL: 10)."""
     save_buffer: bool = True
-    """Include the replay buffer in checkpoints, so that --resume continues exactly (≈3 GB at 100k)."""
+    """Save the replay buffer with the newest checkpoint (older ones resume with an empty buffer), so that
+    --resume continues exactly (≈3 GB at 100k)."""
 
 
 class CurlConfig(TaskConfig):
@@ -136,6 +137,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         "train": {"env_frames": 100_000, "eval_every_frames": 10_000, "eval_episodes": 10},
     },
 }
-"""``smoke``: a CPU check in < 3 minutes, low-cost rendering; ``paper``: CURL's settings and, where the paper is
-silent, its code's (full-quality rendering, the encoder's two contrastive Adam steps, recomputed actor features;
-docs/curl.md, "Paper fidelity"); ``--set train.env_frames=500000`` for the 500k budget."""
+"""``smoke``: a CPU check (about 35 s, docs/curl.md "Presets"), low-cost rendering; ``paper``: CURL's settings
+and, where the paper is silent, its code's (full-quality rendering, the encoder's two contrastive Adam steps,
+recomputed actor features; docs/curl.md, "Paper fidelity"); ``--set train.env_frames=500000`` for the 500k budget."""

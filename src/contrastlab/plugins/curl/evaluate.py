@@ -7,6 +7,7 @@ policy takes raw environment observations.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,12 @@ from contrastlab.platform.errors import ConfigError
 
 
 def run_episodes(agent: Any, env: Any, episodes: int, seed: int | None = None,
-                 record: list[np.ndarray] | None = None, video_size: int = 256) -> list[float]:
+                 record: list[np.ndarray] | None = None, video_size: int = 256,
+                 on_episode: Callable[[float], None] | None = None) -> list[float]:
     """Returns of ``episodes`` deterministic episodes; the first reset uses ``seed``.
 
     When ``record`` is a list, the frames of the first episode are appended to it (``[S, S, 3]`` uint8).
+    ``on_episode(return)`` is called after each episode (progress display).
     """
     returns = []
     for episode in range(episodes):
@@ -35,7 +38,15 @@ def run_episodes(agent: Any, env: Any, episodes: int, seed: int | None = None,
             if record is not None and episode == 0:
                 record.append(env.render_rgb(video_size))
         returns.append(total)
+        if on_episode is not None:
+            on_episode(total)
     return returns
+
+
+def check_video_path(path: Path) -> None:
+    """Refuse a ``--video`` file type :func:`save_video` cannot write, before any episode runs."""
+    if Path(path).suffix.lower() not in {".gif", ".mp4"}:
+        raise ConfigError(f"--video: unsupported file type '{Path(path).suffix}'; use .gif or .mp4")
 
 
 def save_video(frames: list[np.ndarray], path: Path, fps: int = 30) -> Path:

@@ -153,12 +153,12 @@ class _TrainLoop(BaseCallback):
         self.bar.update(0, eval=f"{metrics['eval/episode_return']:.1f}")
 
     def checkpoint(self) -> None:
-        """Save agent, replay buffer (optionally) and loop state at the current frame count."""
+        """Save agent, loop state and (optionally) the replay buffer, which only the newest checkpoint keeps."""
         self.state["last_ckpt_frames"] = self.frames
         state: dict[str, Any] = {"agent": self.model.training_state(), "loop": dict(self.state)}
         if self.config.train.save_buffer:
             state["replay_buffer"] = self.model.replay_buffer.state_dict()
-        self.run.save_checkpoint(state, step=self.frames)
+        self.run.save_checkpoint(state, step=self.frames, latest_only=("replay_buffer",))
 
 
 class CurlTask(TaskPlugin[CurlConfig]):
@@ -258,9 +258,11 @@ class CurlTask(TaskPlugin[CurlConfig]):
 
     def evaluate(self, run: Run, options: EvalOptions) -> dict[str, float]:
         """Re-evaluate the latest checkpoint; optionally save a GIF/MP4 of one episode."""
-        from contrastlab.plugins.curl.evaluate import run_episodes, save_video
+        from contrastlab.plugins.curl.evaluate import check_video_path, run_episodes, save_video
 
         config = run.config
+        if options.video is not None:
+            check_video_path(options.video)
         env = make_env(config, seed=config.seed + 1)
         agent = make_agent(config, env, run.device)
         state = run.load_checkpoint(restore_rng=False)
@@ -269,10 +271,15 @@ class CurlTask(TaskPlugin[CurlConfig]):
         agent.load_training_state(state["agent"])
         episodes = options.episodes or config.train.eval_episodes
         frames: list[np.ndarray] | None = [] if options.video is not None else None
-        returns = run_episodes(agent, env, episodes, seed=config.seed + 20_000, record=frames)
+        title = "eval (recording episode 1)" if frames is not None else "eval"
+        with run.progress(episodes, title, unit="episode") as bar:
+            returns = run_episodes(agent, env, episodes, seed=config.seed + 20_000, record=frames,
+                                   on_episode=lambda ret: bar.update(1, ret=f"{ret:.1f}"))
+            if options.video is not None and frames:
+                bar.update(0, video=f"writing {options.video.name} ({len(frames)} frames)")
+                save_video(frames, options.video)
+                bar.update(0, video=f"wrote {options.video.name}")
         env.close()
         metrics = {"eval/episode_return": float(np.mean(returns)), "eval/episode_return_std": float(np.std(returns)),
                    "eval/episodes": float(episodes), "eval/env_frames": float(state["step"])}
-        if options.video is not None and frames:
-            save_video(frames, options.video)
         return metrics

@@ -1,0 +1,150 @@
+"""Checkpoint files of a run: crash-safe writes, retention, and parts only the newest checkpoint keeps.
+
+* Every file is written to a temporary file in the same folder, flushed and ``fsync``-ed, then renamed over the
+  target (``os.replace``): a crash or a full disk never leaves a half-written checkpoint under a real name.
+* A failed write removes its temporary file, keeps every earlier checkpoint and raises :class:`StorageError`
+  with one line (torch reports a full disk as a ``RuntimeError``; the underlying ``OSError`` is recovered).
+* The newest ``keep`` checkpoints are kept.
+* ``latest_only`` keys (e.g. a replay buffer) go to a side file next to the newest checkpoint only; it is deleted
+  when a newer checkpoint has been written. Resuming from an older checkpoint then starts without those parts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from contrastlab.platform.errors import StorageError
+from contrastlab.platform.rundir import RunDir
+
+
+class _RecordingWriter:
+    """A file wrapper for ``torch.save`` that remembers the ``OSError`` a write raised (torch re-raises it as a
+    ``RuntimeError`` without the cause)."""
+
+    def __init__(self, fh: Any) -> None:
+        self.fh = fh
+        self.error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.fh.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        try:
+            self.fh.flush()
+        except OSError as exc:
+            self.error = exc
+            raise
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename durable (best effort: not every platform can open a directory)."""
+    with suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    """``torch.save(obj)`` to ``path`` through a temporary file in the same folder, ``fsync`` and ``os.replace``.
+
+    On failure the temporary file is removed, ``path`` keeps its previous content (if any) and
+    :class:`StorageError` says why in one line.
+    """
+    path = Path(path)
+    tmp = path.with_name(f"{path.name}.tmp")
+    writer: _RecordingWriter | None = None
+    try:
+        fh = open(tmp, "wb")  # noqa: SIM115 (closed below, also when the write fails)
+        try:
+            writer = _RecordingWriter(fh)
+            torch.save(obj, writer)
+            fh.flush()
+            os.fsync(fh.fileno())
+        finally:
+            try:
+                fh.close()
+            except OSError:
+                if writer is not None and writer.error is None:
+                    raise
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as exc:
+        cause = writer.error if writer is not None and writer.error is not None else exc
+        with suppress(OSError):
+            tmp.unlink()
+        if not isinstance(cause, OSError):
+            raise  # a RuntimeError that is not a failed write (e.g. an unpicklable object) is a bug, not storage
+        reason = cause.strerror or str(cause)
+        raise StorageError(f"cannot write {path}: {reason}") from None
+    _fsync_dir(path.parent)
+
+
+class CheckpointStore:
+    """The checkpoints of one run directory."""
+
+    def __init__(self, layout: RunDir, keep: int = 2) -> None:
+        self.layout = layout
+        self.keep = max(1, int(keep))
+
+    def steps(self) -> list[int]:
+        """Steps of the existing checkpoints, oldest first."""
+        return [step for step, _ in self.layout.checkpoint_steps()]
+
+    def latest_step(self) -> int | None:
+        """Step of the newest checkpoint, or ``None``."""
+        steps = self.steps()
+        return steps[-1] if steps else None
+
+    def save(self, payload: Mapping[str, Any], step: int, latest_only: Iterable[str] = ()) -> Path:
+        """Write checkpoint ``step`` (the ``latest_only`` keys into its side file), then apply retention."""
+        layout, step = self.layout, int(step)
+        previous = self.latest_step()
+        split = set(latest_only) & set(payload)
+        main = {k: v for k, v in payload.items() if k not in split}
+        path, part = layout.checkpoint(step), layout.checkpoint_latest_part(step)
+        try:
+            layout.checkpoints.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create {layout.checkpoints}: {exc.strerror or exc}") from None
+        try:
+            if split:
+                atomic_torch_save({k: payload[k] for k in split}, part)
+            atomic_torch_save(main, path)
+        except StorageError as exc:
+            if split and previous != step:
+                with suppress(OSError):
+                    part.unlink()
+            kept = f"; the previous checkpoint (step {previous}) is kept" if previous is not None else ""
+            raise StorageError(f"checkpoint at step {step} not saved: {exc}{kept}") from None
+        if not split:
+            with suppress(OSError):
+                part.unlink()  # a stale side file of an earlier save of this step
+        for _, old in layout.checkpoint_steps()[: -self.keep]:
+            old.unlink(missing_ok=True)
+        for old_step, old_part in layout.latest_parts():
+            if old_step != step:
+                old_part.unlink(missing_ok=True)
+        return path
+
+    def load(self, map_location: Any = None) -> dict[str, Any] | None:
+        """The newest checkpoint merged with its side file (when present), or ``None`` without checkpoints."""
+        found = self.layout.checkpoint_steps()
+        if not found:
+            return None
+        step, path = found[-1]
+        state = torch.load(path, map_location=map_location, weights_only=False)
+        part = self.layout.checkpoint_latest_part(step)
+        if part.is_file():
+            state.update(torch.load(part, map_location=map_location, weights_only=False))
+        return state

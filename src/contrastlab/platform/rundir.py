@@ -1,0 +1,266 @@
+"""The layout of a run directory, in one place: no other module names its files.
+
+::
+
+    <logdir>/<plugin>/<loss>/<YYYYmmdd-HHMMSS>-s<seed>/     (or <logdir>/<plugin>/<loss>/<run name>/)
+        run.json                plugin, loss, seed, preset, overrides, status, error, accumulated wall time
+        config.yaml             the resolved config
+        metrics.jsonl           one JSON object per logged step
+        summary.json            final metrics, hardware, wall time, package versions, labels_used
+        events.out.tfevents.*   TensorBoard scalars and the hparams session
+        checkpoints/            step_000000001000.pt ... (the last ``keep_checkpoints``), plus
+                                step_000000001000.latest.pt: the parts only the newest checkpoint keeps
+        eval.json               written by ``platform eval``
+        error.log               the traceback of a crashed run
+        compare_error.txt       the one-line error of a failed ``platform compare`` run
+
+Use :class:`RunDir` for every path inside a run directory, :meth:`RunDir.new_run_path` to place a new run, and
+:func:`find_run_dirs` to collect runs under folders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from collections.abc import Iterable
+from contextlib import suppress
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from contrastlab.platform.errors import RunDirError, StorageError
+
+_CHECKPOINT = re.compile(r"^step_(\d+)\.pt$")
+
+
+class RunDir:
+    """Paths inside one run directory: ``RunDir(path).summary_json`` and so on."""
+
+    RUN_JSON = "run.json"
+    CONFIG_YAML = "config.yaml"
+    METRICS_JSONL = "metrics.jsonl"
+    SUMMARY_JSON = "summary.json"
+    EVAL_JSON = "eval.json"
+    ERROR_LOG = "error.log"
+    COMPARE_ERROR = "compare_error.txt"
+    CHECKPOINTS = "checkpoints"
+    EVENTS_GLOB = "events.out.tfevents.*"
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.path)
+
+    # ------------------------------------------------------------------ files
+    @property
+    def run_json(self) -> Path:
+        """``run.json``: identity, status and accumulated wall time."""
+        return self.path / self.RUN_JSON
+
+    @property
+    def config_yaml(self) -> Path:
+        """``config.yaml``: the resolved config."""
+        return self.path / self.CONFIG_YAML
+
+    @property
+    def metrics_jsonl(self) -> Path:
+        """``metrics.jsonl``: one JSON object per logged step."""
+        return self.path / self.METRICS_JSONL
+
+    @property
+    def summary_json(self) -> Path:
+        """``summary.json``: the final metrics of a completed run."""
+        return self.path / self.SUMMARY_JSON
+
+    @property
+    def eval_json(self) -> Path:
+        """``eval.json``: the metrics of the last ``platform eval``."""
+        return self.path / self.EVAL_JSON
+
+    @property
+    def error_log(self) -> Path:
+        """``error.log``: the traceback of a crashed run."""
+        return self.path / self.ERROR_LOG
+
+    @property
+    def compare_error(self) -> Path:
+        """``compare_error.txt``: the one-line error ``platform compare`` recorded for a failed run."""
+        return self.path / self.COMPARE_ERROR
+
+    @property
+    def checkpoints(self) -> Path:
+        """The checkpoint folder."""
+        return self.path / self.CHECKPOINTS
+
+    def checkpoint(self, step: int) -> Path:
+        """The checkpoint file of ``step``."""
+        return self.checkpoints / f"step_{int(step):012d}.pt"
+
+    def checkpoint_latest_part(self, step: int) -> Path:
+        """The file with the parts of checkpoint ``step`` that only the newest checkpoint keeps (a replay buffer)."""
+        return self.checkpoints / f"step_{int(step):012d}.latest.pt"
+
+    def checkpoint_steps(self) -> list[tuple[int, Path]]:
+        """``[(step, checkpoint file), ...]``, oldest first (temporary and partial files excluded)."""
+        folder = self.checkpoints
+        if not folder.is_dir():
+            return []
+        found = []
+        for path in folder.iterdir():
+            match = _CHECKPOINT.match(path.name)
+            if match:
+                found.append((int(match.group(1)), path))
+        return sorted(found)
+
+    def latest_parts(self) -> list[tuple[int, Path]]:
+        """``[(step, latest-only part file), ...]``, oldest first."""
+        folder = self.checkpoints
+        if not folder.is_dir():
+            return []
+        found = []
+        for path in folder.glob("step_*.latest.pt"):
+            try:
+                found.append((int(path.name.split("_", 1)[1].split(".", 1)[0]), path))
+            except ValueError:
+                continue
+        return sorted(found)
+
+    def events(self) -> list[Path]:
+        """The TensorBoard event files written directly in the run directory."""
+        return sorted(self.path.glob(self.EVENTS_GLOB))
+
+    # ------------------------------------------------------------------ reading
+    @classmethod
+    def is_run(cls, path: Path | str) -> bool:
+        """Whether ``path`` is a run directory written by ``platform train`` (``config.yaml`` and ``run.json``)."""
+        layout = cls(path)
+        return layout.config_yaml.is_file() and layout.run_json.is_file()
+
+    @classmethod
+    def has_record(cls, path: Path | str) -> bool:
+        """Whether ``path`` has a ``run.json`` (a run, or the placeholder of a run that failed to start)."""
+        return cls(path).run_json.is_file()
+
+    def read_info(self) -> dict[str, Any]:
+        """The ``run.json``; a missing or not-a-run directory raises :class:`RunDirError` (one line)."""
+        if not self.path.is_dir():
+            raise RunDirError(f"run directory not found: {self.path}")
+        if not self.is_run(self.path):
+            raise RunDirError(f"{self.path} is not a run directory (no {self.CONFIG_YAML} and {self.RUN_JSON})")
+        info = read_json(self.run_json)
+        if info is None:
+            raise RunDirError(f"{self.run_json} is unreadable or not a JSON object")
+        return info
+
+    def info(self) -> dict[str, Any]:
+        """The ``run.json`` as a dict, ``{}`` if it is missing or unreadable (never raises)."""
+        return read_json(self.run_json) or {}
+
+    def summary(self) -> dict[str, Any]:
+        """The ``summary.json`` as a dict, ``{}`` if it is missing or unreadable (never raises)."""
+        return read_json(self.summary_json) or {}
+
+    # ------------------------------------------------------------------ placing runs
+    @staticmethod
+    def location(logdir: Path | str, plugin: str, loss: str, name: str) -> RunDir:
+        """``<logdir>/<plugin>/<loss>/<name>`` (no check, nothing created)."""
+        return RunDir(Path(logdir) / plugin / loss / name)
+
+    @classmethod
+    def new_run_path(
+        cls, logdir: Path | str, plugin: str, loss: str, seed: int, name: str | None = None
+    ) -> RunDir:
+        """Where a new run goes: ``<logdir>/<plugin>/<loss>/<time>-s<seed>`` (``-2``, ``-3``... if taken), or
+        ``.../<name>``. A bad ``name`` or a non-empty existing ``name`` directory raise (nothing is created)."""
+        if name is not None:
+            if not name or "/" in name or "\\" in name or name in {".", ".."}:
+                from contrastlab.platform.errors import ConfigError
+
+                raise ConfigError(f"--run-name must be a plain directory name (no '/'), got '{name}'")
+            layout = cls.location(logdir, plugin, loss, name)
+            if layout.path.is_dir() and any(layout.path.iterdir()):
+                raise RunDirError(
+                    f"run directory {layout.path} already exists; continue it with: "
+                    f"platform train --resume {shlex.quote(str(layout.path))}"
+                )
+            return layout
+        stamp = f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-s{seed}"
+        layout, suffix = cls.location(logdir, plugin, loss, stamp), 1
+        while layout.path.exists():
+            suffix += 1
+            layout = cls.location(logdir, plugin, loss, f"{stamp}-{suffix}")
+        return layout
+
+
+def read_json(path: Path | str) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or ``None`` if it is missing, unreadable or not an object."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def first_missing(path: Path | str) -> Path | None:
+    """The outermost ancestor of ``path`` (or ``path`` itself) that does not exist yet, or ``None``."""
+    missing = None
+    for candidate in [Path(path), *Path(path).parents]:
+        if candidate.exists() or candidate.is_symlink():
+            break
+        missing = candidate
+    return missing
+
+
+def check_writable_dir(path: Path | str, option: str, *, shown: Path | str | None = None, hint: str = "") -> None:
+    """Raise :class:`StorageError` (one line, nothing created) unless directory ``path`` exists and is writable or
+    could be created: its nearest existing ancestor must be a writable directory.
+
+    The message reads ``{option} {shown or path}: <what is wrong>{hint}``, e.g.
+    ``--logdir /data/runs: /data is a file, not a directory``.
+    """
+    path = Path(path)
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    prefix = f"{option} {shown if shown is not None else path}"
+    if not existing.is_dir():
+        raise StorageError(f"{prefix}: {existing} is a file, not a directory{hint}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        reason = "read-only" if existing == path else "read-only, so nothing can be created in it"
+        raise StorageError(f"{prefix}: {existing} is not writable ({reason}){hint}")
+
+
+def write_text_atomic(path: Path | str, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path`` (no torn files)."""
+    path = Path(path)
+    tmp = path.with_name(f"{path.name}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError:
+        with suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def find_run_dirs(paths: Iterable[Path | str]) -> list[Path]:
+    """Directories under ``paths`` with a ``run.json`` (checkpoint folders and symlinks are not entered)."""
+    found: dict[Path, None] = {}
+    for root in map(Path, paths):
+        if not root.is_dir():
+            raise RunDirError(f"not a directory: {root}")
+        if RunDir.has_record(root):
+            found[root] = None
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d != RunDir.CHECKPOINTS)
+            if RunDir.RUN_JSON in filenames:
+                found[Path(dirpath)] = None
+                dirnames[:] = []
+    return list(found)

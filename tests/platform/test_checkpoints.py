@@ -1,0 +1,139 @@
+"""Checkpoints: a full disk keeps the last good one, retention (--keep-checkpoints), latest-only parts."""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import contrastlab.platform.checkpoints as checkpoints
+from contrastlab.platform.config import resolve_config
+from contrastlab.platform.errors import StorageError
+from contrastlab.platform.plugins import PluginManager
+from contrastlab.platform.run import Run
+from contrastlab.testing import run_cli
+
+
+def no_space(obj, f, *args, **kwargs):
+    """``torch.save`` on a disk that fills up in the middle of the file."""
+    f.write(b"PK\x03\x04 half a checkpoint")
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def toy_run(tmp_path: Path, *sets: str) -> Run:
+    from contrastlab_toy.task import ToyTask
+
+    task = ToyTask()
+    return Run.create(task, resolve_config(task, preset="smoke", sets=list(sets), device="cpu"), tmp_path)
+
+
+def only_run(root: Path) -> Path:
+    (run,) = [p for p in root.glob("*/*/*") if p.is_dir()]
+    return run
+
+
+def test_disk_full_keeps_the_previous_checkpoint(toy_pm: PluginManager, tmp_path: Path, monkeypatch) -> None:
+    run = toy_run(tmp_path)
+    run.save_checkpoint({"w": torch.ones(3)}, 10)
+    good = run.rundir.checkpoint(10).read_bytes()
+    monkeypatch.setattr(torch, "save", no_space)
+    with pytest.raises(StorageError) as info:
+        run.save_checkpoint({"w": torch.zeros(3)}, 20)
+    message = str(info.value)
+    assert "\n" not in message and "No space left on device" in message and "step 10" in message
+    assert sorted(p.name for p in run.rundir.checkpoints.iterdir()) == ["step_000000000010.pt"]  # no temp file
+    assert run.rundir.checkpoint(10).read_bytes() == good
+    monkeypatch.undo()
+    state = run.load_checkpoint()
+    assert state["step"] == 10 and torch.equal(state["w"], torch.ones(3))
+
+
+def test_disk_full_inside_torch_is_reported_as_such(toy_pm: PluginManager, tmp_path: Path, monkeypatch) -> None:
+    """A real full disk: the file write fails and torch turns it into a RuntimeError; the cause is recovered."""
+    real_open = open
+
+    class FillingFile:
+        def __init__(self, fh):
+            self.fh, self.written = fh, 0
+
+        def write(self, data):
+            self.written += len(data)
+            if self.written > 200:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return self.fh.write(data)
+
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+
+    def filling_open(path, mode="r", *args, **kwargs):
+        return FillingFile(real_open(path, mode, *args, **kwargs))
+
+    run = toy_run(tmp_path)
+    run.save_checkpoint({"w": torch.ones(3)}, 10)
+    monkeypatch.setattr(checkpoints, "open", filling_open, raising=False)
+    with pytest.raises(StorageError, match="No space left on device"):
+        run.save_checkpoint({"w": torch.zeros(10_000)}, 20)
+    assert [s for s, _ in run.rundir.checkpoint_steps()] == [10]
+    assert not list(run.rundir.checkpoints.glob("*.tmp"))
+
+
+def test_train_on_a_full_disk_fails_with_one_line_and_resumes(
+    toy_pm: PluginManager, tmp_path: Path, monkeypatch
+) -> None:
+    real_save, calls = torch.save, []
+
+    def second_save_fails(obj, f, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            return no_space(obj, f)
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", second_save_fails)
+    args = ["train", "--plugin", "toy_clusters", "--loss", "dcl", "--logdir", str(tmp_path),
+            "--set", "train.steps=30", "--set", "checkpoint_every=10"]  # fmt: skip
+    code, out = run_cli(args)
+    assert code != 0 and "Traceback" not in out, out
+    errors = [line for line in out.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "No space left on device" in errors[0] and "step 10" in errors[0], out
+    run_dir = only_run(tmp_path)
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["step_000000000010.pt"]
+    monkeypatch.setattr(torch, "save", real_save)
+    code, out = run_cli(["train", "--resume", str(run_dir)])
+    assert code == 0, out
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "completed"
+
+
+@pytest.mark.parametrize("keep", [1, 3])
+def test_keep_checkpoints_option(toy_pm: PluginManager, tmp_path: Path, keep: int) -> None:
+    code, out = run_cli(
+        ["train", "--plugin", "toy_clusters", "--loss", "dcl", "--logdir", str(tmp_path), "--set", "train.steps=50",
+         "--set", "checkpoint_every=10", "--keep-checkpoints", str(keep)]
+    )  # fmt: skip
+    assert code == 0, out
+    steps = [int(p.stem.split("_")[1]) for p in (only_run(tmp_path) / "checkpoints").iterdir()]
+    assert sorted(steps) == [50, 40, 30][:keep][::-1]
+
+
+def test_keep_checkpoints_is_validated(toy_pm: PluginManager, tmp_path: Path) -> None:
+    for args in (["--keep-checkpoints", "0"], ["--set", "keep_checkpoints=0"]):
+        code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl", "--logdir", str(tmp_path), *args])
+        assert code != 0 and "Traceback" not in out and "keep_checkpoints" in out, out
+    assert not list(tmp_path.iterdir())
+
+
+def test_latest_only_parts_stay_with_the_newest_checkpoint(toy_pm: PluginManager, tmp_path: Path) -> None:
+    run = toy_run(tmp_path, "keep_checkpoints=2")
+    for step in (10, 20, 30):
+        run.save_checkpoint({"net": torch.full((2,), step), "buffer": torch.arange(step)}, step, latest_only=["buffer"])
+    names = sorted(p.name for p in run.rundir.checkpoints.iterdir())
+    assert names == ["step_000000000020.pt", "step_000000000030.latest.pt", "step_000000000030.pt"]
+    assert "buffer" not in torch.load(run.rundir.checkpoint(30), weights_only=False)
+    state = run.load_checkpoint()
+    assert state["step"] == 30 and state["buffer"].numel() == 30 and state["net"][0] == 30
+    run.rundir.checkpoint(30).unlink()  # the newest is gone: the older one resumes without the buffer
+    state = run.load_checkpoint()
+    assert state["step"] == 20 and "buffer" not in state

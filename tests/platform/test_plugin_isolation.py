@@ -1,0 +1,152 @@
+"""A broken or clashing third-party plugin package costs one warning line, never the whole CLI.
+
+The packages are real ``*.dist-info`` folders with ``entry_points.txt`` on ``sys.path``, read by
+``importlib.metadata`` exactly as after ``pip install``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import contrastlab.platform.plugins as plugins
+from contrastlab.platform.errors import ConfigError
+from contrastlab.platform.plugins import PluginManager, use_plugin_manager
+from contrastlab.testing import fresh_plugin_manager, run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+LOSS_MODULE = """
+import contrastlab as cl
+import torch
+
+
+class Loss(torch.nn.Module):
+    name = "{loss}"
+    description = "test loss of {dist}"
+    hyperparameters = ()
+
+    def forward(self, batch):
+        return batch.pos_logits.sum() * 0
+
+
+@cl.hookimpl
+def register_losses(register):
+    register(Loss)
+"""
+
+
+def fake_dist(site: Path, dist: str, entry: str, module: str, source: str) -> None:
+    """An installed distribution ``dist`` whose ``contrastlab`` entry point ``entry`` is ``module``."""
+    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[contrastlab]\n{entry} = {module}\n")
+    (site / f"{module}.py").write_text(source)
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Three packages: one whose module does not import, two that register the same loss name."""
+    site = tmp_path / "site"
+    site.mkdir()
+    fake_dist(site, "contrastlab-broken", "broken", "cl_broken", "import no_such_module_xyz\n")
+    fake_dist(site, "contrastlab-first", "first", "cl_first", LOSS_MODULE.format(loss="twin", dist="first"))
+    fake_dist(site, "contrastlab-second", "second", "cl_second", LOSS_MODULE.format(loss="twin", dist="second"))
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delenv("CONTRASTLAB_PLUGINS", raising=False)
+    monkeypatch.setattr(plugins, "_warned", set())
+    for name in ("cl_broken", "cl_first", "cl_second"):
+        sys.modules.pop(name, None)
+    return site
+
+
+def ours(err: str) -> list[str]:
+    return [line for line in err.splitlines() if "contrastlab-" in line]
+
+
+def test_broken_and_duplicate_packages_warn_once_and_the_rest_works(site: Path, capsys) -> None:
+    pm = PluginManager()
+    losses = pm.registries["loss"]
+    assert "dcl" in losses and losses.get("twin").package == "contrastlab-first"
+    assert "contrastlab-broken" in pm.skipped
+    _ = PluginManager().registries  # a second manager in the same process does not repeat the warnings
+    lines = ours(capsys.readouterr().err)
+    broken = [line for line in lines if "contrastlab-broken" in line and "skipped" in line]
+    assert len(broken) == 1, lines
+    assert "ModuleNotFoundError" in broken[0] and "CONTRASTLAB_PLUGINS=" in broken[0]
+    assert "contrastlab-first,contrastlab-second" in broken[0]  # the value that leaves only the broken one out
+    twin = [line for line in lines if "'twin'" in line]
+    assert len(twin) == 1, lines
+    assert "contrastlab-first" in twin[0] and "contrastlab-second" in twin[0] and "CONTRASTLAB_PLUGINS" in twin[0]
+    assert all(line.startswith("warning: ") for line in lines)
+
+
+def test_allow_list_workaround_silences_the_broken_package(site: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("CONTRASTLAB_PLUGINS", "contrastlab-first,contrastlab-second")
+    pm = PluginManager()
+    assert "twin" in pm.registries["loss"] and not pm.skipped
+    assert "contrastlab-broken" not in capsys.readouterr().err
+
+
+def test_cli_keeps_working_with_a_broken_package(site: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CONTRASTLAB_PLUGINS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT / "src")])
+    result = subprocess.run(
+        [sys.executable, "-m", "contrastlab.cli", "list", "losses", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert '"twin"' in result.stdout and '"dcl"' in result.stdout
+    warnings = ours(result.stderr)
+    assert len(warnings) == 2, result.stderr  # the broken package, the duplicate name
+    assert "Traceback" not in result.stderr
+
+
+def test_hook_that_raises_drops_the_whole_package(capsys, monkeypatch) -> None:
+    import contrastlab as cl
+
+    monkeypatch.setattr(plugins, "_warned", set())
+
+    class HalfBroken:
+        @cl.hookimpl
+        def register_losses(self, register) -> None:
+            class Fine:
+                name = "half_fine"
+
+            register(Fine)
+
+        @cl.hookimpl
+        def register_plugins(self, register) -> None:
+            raise RuntimeError("plugin table corrupt")
+
+    with fresh_plugin_manager(HalfBroken(), package="half-broken") as pm:
+        assert "half_fine" not in pm.registries["loss"] and "dcl" in pm.registries["loss"]
+        code, out = run_cli(["list", "plugins", "--json"])
+    assert code == 0 and "curl" in out
+    err = capsys.readouterr().err
+    assert "half-broken" in err and "RuntimeError: plugin table corrupt" in err
+
+
+def test_two_builtins_with_one_name_is_still_a_bug() -> None:
+    import contrastlab as cl
+
+    class Dup:
+        name = "dcl"
+
+    class Module:
+        @cl.hookimpl
+        def register_losses(self, register) -> None:
+            register(Dup)
+
+    pm = PluginManager(entry_points=False)
+    pm.register_module(Module(), package="contrastlab", name="dup-builtin")
+    with use_plugin_manager(pm), pytest.raises(ConfigError, match="registered twice"):
+        _ = pm.registries
