@@ -16,20 +16,22 @@ from contrastlab.platform.config import flatten_items, load_yaml_file, resolve_c
 from contrastlab.platform.errors import ConfigError, ContrastlabError, IncompatibleError, RunDirError
 from contrastlab.platform.plugins import get_task_plugin, registry
 from contrastlab.platform.run import Run, read_run_info, resolve_device
+from contrastlab.platform.sampler_contract import check_sampler
 from contrastlab.platform.task import EvalOptions, TaskConfig, TaskPlugin
 
 CPU_WARN_SECONDS = 30 * 60
 
 
 def check_compatibility(plugin: TaskPlugin, config: TaskConfig) -> None:
-    """Refuse samplers/encoders the plugin cannot drive, and a label-aware loss on a plugin whose batches cannot
-    carry the labels it needs."""
-    for kind, allowed in (("sampler", plugin.samplers), ("encoder", plugin.encoders)):
-        name = getattr(config, kind).name
-        if allowed is not None and name not in allowed:
-            raise IncompatibleError(
-                f"plugin '{plugin.name}' cannot use {kind} '{name}'; supported: {', '.join(sorted(allowed))}"
-            )
+    """Refuse a sampler that consumes none of the inputs the plugin feeds under ``config`` (the sampler contract),
+    an encoder the plugin cannot build, and a label-aware loss on a plugin whose batches cannot carry the labels
+    it needs."""
+    check_sampler(plugin, config)
+    name, allowed = config.encoder.name, plugin.encoders
+    if allowed is not None and name not in allowed:
+        raise IncompatibleError(
+            f"plugin '{plugin.name}' cannot use encoder '{name}'; supported: {', '.join(sorted(allowed))}"
+        )
     needed = registry("loss").get(config.loss.name).label_kinds
     if not needed:
         return

@@ -29,6 +29,7 @@ from contrastlab.encoders.heads import ContrastiveModel, ProjectionHead, feature
 from contrastlab.evaluation import extract_features
 from contrastlab.platform.errors import ConfigError, ContrastlabError, IncompatibleError
 from contrastlab.platform.run import Run
+from contrastlab.platform.sampler_contract import check_sampler
 from contrastlab.plugins.pu.config import LOSS_PRIOR_KEYS, PRESETS, PUConfig
 from contrastlab.plugins.pu.pretrain import is_label_aware, pretrain_loop
 from contrastlab.plugins.pu.probe import PUData, binary_metrics, classifier_step, linear_head, predict_scores
@@ -151,7 +152,7 @@ class PUTask(cl.TaskPlugin):
     presets = PRESETS
     default_preset = "smoke"
     gpu_presets = frozenset({"paper"})
-    samplers = frozenset({"two_view"})
+    sampler_inputs = frozenset({"two_views", "multi_views"})
     encoders = frozenset({"resnet18", "resnet50", "small_cnn"})
     # Accuracy on the clean test set is the metric of the puNCE paper's tables (so results compare with it);
     # F1 and ROC-AUC are reported next to it.
@@ -239,9 +240,12 @@ class PUTask(cl.TaskPlugin):
 
         if not e2e and step < s_pre:
             loss_fn = cl.make_loss(config.loss.name, **config.loss.hparams()).to(dev)
-            sampler = cl.make_sampler(config.sampler.name, **config.sampler.hparams()).to(dev)
+            fed = check_sampler(self, config)  # how to call it (two_views or multi_views), from its contract
+            assert fed is not None
+            sampler = cl.make_sampler(config.sampler.name, embed_dim=config.pretrain.projection_dim,
+                                      **config.sampler.hparams()).to(dev)
             pretrain_loop(
-                run=run, model=model, optimizer=pre_opt, loss_fn=loss_fn, sampler=sampler,
+                run=run, model=model, optimizer=pre_opt, loss_fn=loss_fn, sampler=sampler, input_kind=fed,
                 augment=SimCLRAugment(spec).to(dev), images=images, observed=split.observed.to(dev),
                 label_aware=label_aware, steps=s_pre, batch_size=config.pretrain.batch_size, start_step=step,
                 log_every=config.log_every, save=save_pre,

@@ -23,7 +23,7 @@ from contrastlab.platform.task import ComponentSpec, EvalOptions, TaskConfig, Ta
 from contrastlab.plugins.simclr import distributed as D
 from contrastlab.plugins.simclr.config import PRESETS, SimCLRConfig
 from contrastlab.plugins.simclr.evaluate import evaluate_encoder
-from contrastlab.plugins.simclr.trainer import Trainer, build_model, make_views, sampler_kind
+from contrastlab.plugins.simclr.trainer import Trainer, build_model, fed_inputs, make_views
 
 CLASS_COUNTS = {"fashion_mnist": 10, "cifar10": 10, "cifar100": 100, "stl10": 10, "synthetic": 4}
 """Classes of the built-in datasets (for τ+ = 1/C before any data is loaded)."""
@@ -55,6 +55,7 @@ class SimCLRTask(TaskPlugin):
     presets = PRESETS
     default_preset = "smoke"
     gpu_presets = frozenset({"fmnist", "cifar10-paper"})
+    sampler_inputs = frozenset({"two_views", "multi_views", "query_key", "queue"})
     encoders = frozenset({"resnet18", "resnet50", "small_cnn"})
     primary_metric = "eval/linear_top1"
     higher_is_better = True
@@ -91,9 +92,6 @@ class SimCLRTask(TaskPlugin):
             raise ConfigError(unknown_name_message("dataset (data.dataset)", data.dataset, dataset_names()))
         if data.views < 2:
             raise ConfigError(f"data.views={data.views} is invalid; contrastive learning needs >= 2 views")
-        if data.views > 2 and sampler_kind(config.sampler.name) != "multi":
-            raise ConfigError(f"data.views={data.views} needs the multi_view sampler, not "
-                              f"'{config.sampler.name}'; use --sampler multi_view or data.views=2")
         needed = cl.loss_label_kinds(config.loss.name)
         if needed and "class" not in needed:
             raise IncompatibleError(
@@ -109,7 +107,8 @@ class SimCLRTask(TaskPlugin):
             raise ConfigError(f"train.batch_size={b} exceeds the {len(train)} training images; "
                               f"lower train.batch_size or raise data.train_subset")
         queue = config.sampler.hparams().get("size")
-        if sampler_kind(config.sampler.name) == "key" and isinstance(queue, int) and 0 < queue < b:
+        stateful = "queue" in cl.registry("sampler").get(config.sampler.name).accepts
+        if stateful and isinstance(queue, int) and 0 < queue < b:
             raise ConfigError(f"sampler.size={queue} is smaller than train.batch_size={b}; the queue must hold at "
                               "least one batch of keys")
 
@@ -246,3 +245,7 @@ class SimCLRTask(TaskPlugin):
         autocast = config.model.bf16 and run.device.type == "cuda"
         return evaluate_encoder(model.encoder, bank, test, spec, config.eval, run.device, config.eval.linear,
                                 config.seed, autocast)
+
+    def sampler_inputs_for(self, config: TaskConfig) -> frozenset[str]:
+        """Every input with two views; only ``multi_views`` with ``data.views > 2``."""
+        return fed_inputs(getattr(config.data, "views", 2))
