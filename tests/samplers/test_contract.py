@@ -227,3 +227,24 @@ def test_query_key_sampler_runs_a_curl_update_with_two_key_sets(third_party) -> 
     scale = agent.sampler.scale.detach().clone()
     stats = agent.update(8)
     assert torch.isfinite(stats["contrastive_loss"]) and not torch.equal(scale, agent.sampler.scale)
+
+
+def test_the_documented_sampler_example_works() -> None:
+    """docs/plugins.md's "Writing a sampler" example registers, gives a loss gradients, and curl refuses it with the
+    documented message."""
+    import re
+    import types
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "plugins.md").read_text()
+    section = doc[doc.index("### Writing a sampler"):doc.index("## 2. A task plugin")]
+    module = types.ModuleType("doc_sampler")
+    exec(compile(re.search(r"```python\n(.*?)```", section, re.S).group(1), "docs/plugins.md", "exec"),
+         module.__dict__)
+    with fresh_plugin_manager(module, package="doc-sampler"):
+        z1, z2 = torch.randn(8, 4, requires_grad=True), torch.randn(8, 4)
+        cl.make_loss("dcl")(cl.make_sampler("one_way", embed_dim=4)(z1, z2)).backward()
+        assert z1.grad is not None
+        msg = re.search(r"`(sampler 'one_way' consumes .*?)`", section, re.S).group(1).replace("\n", " ")
+        with pytest.raises(cl.IncompatibleError) as info:
+            check_sampler(_plugin("curl"), resolve_config(_plugin("curl"), preset="smoke", sampler="one_way"))
+        assert str(info.value) == msg
