@@ -83,7 +83,7 @@ def real_batches(run_dir: Path, batches: int, device: str,
             anchor, positive = random_crops(data.observations, config.agent.crop, 2)
             q = agent.policy.encoder(anchor.float().div_(255.0)).double()
             k = agent.policy.key_encoder(positive.float().div_(255.0)).double()
-            sampler = cl.make_sampler("query_key", dim=q.shape[1]).to(q.device).double()
+            sampler = cl.make_sampler("query_key", embed_dim=q.shape[1]).to(q.device).double()
             sampler.W.copy_(agent.sampler.W.detach().double())
             b = sampler(q, k)
             cosine.append(cos_sampler(q.cpu(), k.cpu()))

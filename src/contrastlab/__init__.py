@@ -84,9 +84,14 @@ def make_loss(name: str, **hparams: Any) -> Any:
     return registry("loss").create(name, **hparams)
 
 
-def make_sampler(name: str, **hparams: Any) -> Any:
-    """Build the sampler ``name`` (a ``torch.nn.Module`` returning a :class:`ContrastiveBatch`)."""
-    return registry("sampler").create(name, **hparams)
+def make_sampler(name: str, *, embed_dim: int | None = None, **hparams: Any) -> Any:
+    """Build the sampler ``name`` (a ``torch.nn.Module`` returning a :class:`ContrastiveBatch`).
+
+    ``embed_dim`` is the size ``d`` of the embeddings it will receive; every sampler takes it (the sampler
+    contract), checks its inputs against it, and some need it (``query_key``'s bilinear ``W [d, d]``). Plugins
+    always pass it; ``None`` leaves ``d`` open where the sampler allows.
+    """
+    return registry("sampler").create(name, embed_dim=embed_dim, **hparams)
 
 
 def make_encoder(name: str, **kwargs: Any) -> Any:

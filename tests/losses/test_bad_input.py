@@ -149,8 +149,8 @@ def test_bad_other_sampler_inputs():
     with pytest.raises(ConfigError, match=r"views\[1\]"):
         cl.make_sampler("multi_view")([torch.zeros(4, 3), torch.zeros(4, 2)])
     with pytest.raises(ConfigError, match="queries"):
-        cl.make_sampler("query_key", dim=8)(torch.zeros(4, 3), torch.zeros(4, 3))
+        cl.make_sampler("query_key", embed_dim=8)(torch.zeros(4, 3), torch.zeros(4, 3))
     with pytest.raises(ConfigError, match=r"keys\[1\]"):
-        cl.make_sampler("query_key", dim=3)(torch.zeros(4, 3), [torch.zeros(4, 3), torch.zeros(5, 3)])
+        cl.make_sampler("query_key", embed_dim=3)(torch.zeros(4, 3), [torch.zeros(4, 3), torch.zeros(5, 3)])
     with pytest.raises(ConfigError, match="k"):
         cl.make_sampler("queue")(torch.zeros(4, 3), torch.zeros(4, 5))

@@ -42,7 +42,7 @@ def test_cuda_query_key_bilinear_matches_cpu(name, ref):
     out = []
     for device, dtype in (("cpu", torch.float64), ("cuda", torch.float32)):
         torch.manual_seed(0)
-        sampler = cl.make_sampler("query_key", dim=50).to(device=device, dtype=dtype)
+        sampler = cl.make_sampler("query_key", embed_dim=50).to(device=device, dtype=dtype)
         qq = q.to(device, dtype).detach().clone().requires_grad_(True)
         value = cl.make_loss(name)(sampler(qq, k.to(device, dtype)))
         value.backward()

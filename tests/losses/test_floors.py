@@ -78,7 +78,7 @@ def test_bilinear_default_never_drops_an_anchor_with_infonce_signal(name, hp, sp
     keeps at least 5 % of InfoNCE's gradient on the positive; the old row_min floor does not."""
     z = torch.Generator().manual_seed(int(spread))
     q, k = (torch.randn(256, 50, generator=z, dtype=torch.float64) for _ in range(2))
-    default = cl.make_sampler("query_key", dim=50)(q, k)
+    default = cl.make_sampler("query_key", embed_dim=50)(q, k)
     assert default.negative_floor == "trimmed"  # the sampler's default for bilinear scores
     rows = curl_like_rows(anchors=512, negatives=511, spread=spread, seed=7)
     infonce = cl.make_loss("infonce")
@@ -93,7 +93,7 @@ def test_bilinear_default_never_drops_an_anchor_with_infonce_signal(name, hp, sp
 
 def test_query_key_floor_option() -> None:
     q, k = torch.randn(8, 4, dtype=torch.float64), torch.randn(8, 4, dtype=torch.float64)
-    old = cl.make_sampler("query_key", dim=4, floor="row_min")(q, k)
+    old = cl.make_sampler("query_key", embed_dim=4, floor="row_min")(q, k)
     assert old.negative_floor == "bound" and torch.equal(old.floor_logit, old.neg_logits.amin(1))
     cos = cl.make_sampler("query_key", similarity="cosine", temperature=0.2)(q, k)
     assert cos.negative_floor == "bound" and cos.floor_logit is None  # the papers' e^{-1/t}

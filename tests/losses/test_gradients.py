@@ -64,7 +64,7 @@ def test_gradcheck_query_key_bilinear(ref):
     scores are kept small so that no clamp (whose row-min floor is detached) is active.
     """
     torch.manual_seed(0)
-    sampler = cl.make_sampler("query_key", dim=4)
+    sampler = cl.make_sampler("query_key", embed_dim=4)
     W = sampler.W.detach().double().clone().requires_grad_(True)
     del sampler.W
     z = ref.random_views(B=5, d=4, V=3, seed=23) * 0.3

@@ -87,7 +87,7 @@ def test_unbounded_logits_up_to_1e4(name, floor, ref):
 
 @pytest.mark.parametrize("name", ALL)
 def test_query_key_bilinear_large_scale(name, ref):
-    s = cl.make_sampler("query_key", dim=16)
+    s = cl.make_sampler("query_key", embed_dim=16)
     g = torch.Generator().manual_seed(35)
     q = (torch.randn(10, 16, generator=g) * 30).requires_grad_(True)
     k = torch.randn(10, 16, generator=g) * 30

@@ -51,7 +51,7 @@ def _batch(kind: str, name: str, ref):
         return ref.multi_view_batch(B=6, V=3, labels=labels_fn(6, seed=2))
     if kind == "masked":
         return ref.masked_batch(seed=3)
-    sampler = cl.make_sampler("query_key", dim=5)
+    sampler = cl.make_sampler("query_key", embed_dim=5)
     z = ref.random_views(B=7, d=5, V=3, seed=4)
     return sampler(z[0], [z[1], z[2]], labels=labels_fn(7, seed=4))
 

@@ -60,8 +60,9 @@ class ToySampler(torch.nn.Module):
     name = "toy_pairs"
     description = "toy sampler"
     hyperparameters = (cl.HParam("temperature", 0.5, "temperature", range="(0, inf)", check=lambda v: v > 0),)
+    accepts = frozenset({"two_views"})
 
-    def __init__(self, temperature: float = 0.5) -> None:
+    def __init__(self, temperature: float = 0.5, *, embed_dim: int | None = None) -> None:
         super().__init__()
 
 

@@ -23,7 +23,7 @@ LOSSES = {
 }
 SAMPLERS = {
     "two_view": {}, "multi_view": {}, "queue": {"size": 12, "temperature": 0.5},
-    "query_key": {"dim": 6}, "query_key_cosine": {"similarity": "cosine", "temperature": 0.5},
+    "query_key": {"embed_dim": 6}, "query_key_cosine": {"similarity": "cosine", "temperature": 0.5},
 }
 B, D_IN, D = 4, 5, 6
 

@@ -82,7 +82,7 @@ def test_compute_dtypes():
 
 def test_query_key_bilinear():
     torch.manual_seed(0)
-    s = cl.make_sampler("query_key", dim=4)
+    s = cl.make_sampler("query_key", embed_dim=4)
     assert s.similarity == "bilinear" and s.temperature == 1.0 and s.W.shape == (4, 4)
     z = _views(V=3, B=6, dtype=torch.float32)
     q = z[0].requires_grad_(True)
@@ -146,7 +146,7 @@ def test_queue_state_dict_roundtrip():
 
 def test_samplers_are_modules_with_documented_hparams():
     for name in ("two_view", "multi_view", "query_key", "queue"):
-        s = cl.make_sampler(name)
+        s = cl.make_sampler(name, embed_dim=8)
         assert isinstance(s, torch.nn.Module)
         for hp in type(s).hyperparameters:
             assert hp.description and hp.range and hp.source

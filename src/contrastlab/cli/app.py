@@ -28,6 +28,7 @@ from contrastlab.platform.config import config_to_yaml, resolve_config
 from contrastlab.platform.errors import ConfigError, UnknownNameError
 from contrastlab.platform.plugins import get_plugin_manager, get_task_plugin, registry
 from contrastlab.platform.registry import Component, unknown_name_message
+from contrastlab.platform.sampler_contract import SAMPLER_INPUTS
 
 app = typer.Typer(
     name="platform",
@@ -56,6 +57,8 @@ def _component_row(comp: Component) -> dict[str, Any]:
         row["default_preset"] = plugin.default_preset
         row["gpu_presets"] = sorted(plugin.gpu_presets)
         row["primary_metric"] = plugin.primary_metric
+        feeds = plugin.sampler_inputs
+        row["sampler_inputs"] = None if feeds is None else [k for k in SAMPLER_INPUTS if k in feeds]
         row["hyperparameters"] = []
     return row
 
@@ -104,6 +107,8 @@ def list_command(
             table.add_column("hyperparameters (default, range)")
         if k == "losses":
             table.add_column("labels")
+        if k == "samplers":
+            table.add_column("consumes")
         for row in data[k]:
             cells = [row["name"], row["package"], row["description"]]
             if k == "plugins":
@@ -113,6 +118,8 @@ def list_command(
                 cells.append(_hparam_text(row))
             if k == "losses":
                 cells.append(", ".join(row["label_kinds"]) or "none")
+            if k == "samplers":
+                cells.append(", ".join(row["accepts"]))
             table.add_row(*cells)
         console.print(table)
 

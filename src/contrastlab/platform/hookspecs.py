@@ -42,7 +42,17 @@ def register_losses(register: Register) -> None:
 
 @hookspec
 def register_samplers(register: Register) -> None:
-    """Register samplers: modules turning embeddings into a ``ContrastiveBatch``: ``register(SamplerClass)``."""
+    """Register samplers: modules turning embeddings into a ``ContrastiveBatch``: ``register(SamplerClass)``.
+
+    The sampler contract (:mod:`contrastlab.platform.sampler_contract`): the class declares ``name``,
+    ``description``, ``hyperparameters`` and ``accepts``, a non-empty ``frozenset`` of the inputs its ``forward``
+    consumes: ``two_views`` ``(z1 [B, d], z2 [B, d], labels=None)``; ``multi_views`` ``(views [V, B, d],
+    labels=None)``; ``query_key`` ``(queries [B, d], keys [B, d] | M × [B, d], labels=None)`` with keys from a
+    momentum encoder; ``queue`` ``(q [B, d], k [B, d], labels=None)``, stateful. Its constructor takes the
+    embedding size as the keyword ``embed_dim``. Task plugins call it through ``accepts``, never by name, so it
+    runs in every plugin that feeds one of its inputs; registration refuses a sampler that breaks the contract.
+    Subclass ``contrastlab.samplers.Sampler`` to get the validation and ``embed_dim`` handling.
+    """
 
 
 @hookspec

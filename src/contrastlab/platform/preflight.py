@@ -4,7 +4,8 @@
 :meth:`Run.open <contrastlab.platform.run.Run.open>`, so the Python API, ``platform train``, ``platform eval`` and
 ``platform compare`` all refuse the same bad input with the same one-line errors:
 
-1. the sampler and encoder must be ones the plugin can drive;
+1. the sampler must consume an input the plugin feeds (its declared ``accepts``), the encoder one the plugin can
+   build;
 2. a label-aware loss (``supcon``, ``punce``, ``unbiased``) needs labels of a kind the plugin's batches carry
    under this config (:meth:`TaskPlugin.label_kinds`); the plugin may add how to fix it
    (:meth:`TaskPlugin.label_hint`);
@@ -19,17 +20,33 @@ from typing import Any
 
 from contrastlab.platform.errors import IncompatibleError
 from contrastlab.platform.plugins import registry
+from contrastlab.platform.registry import Registry
+from contrastlab.platform.sampler_contract import SamplerInput, sampler_input
 from contrastlab.platform.task import TaskConfig, TaskPlugin
 
 
+def check_sampler(plugin: TaskPlugin, config: TaskConfig, samplers: Registry | None = None) -> SamplerInput | None:
+    """The pre-flight check of the contract: the input ``plugin`` will feed the config's sampler, or a one-line
+    :class:`IncompatibleError`; ``None`` when the plugin declares no sampler inputs (nothing to check).
+    ``samplers`` defaults to the current sampler registry."""
+    feeds = plugin.sampler_inputs_for(config)
+    if feeds is None:
+        return None
+    if samplers is None:
+        samplers = registry("sampler")
+    return sampler_input(plugin.name, feeds, config.sampler.name, samplers)
+
+
 def check_components(plugin: TaskPlugin[Any], config: TaskConfig) -> None:
-    """Refuse a sampler or encoder the plugin cannot drive (one-line :class:`IncompatibleError`)."""
-    for kind, allowed in (("sampler", plugin.samplers), ("encoder", plugin.encoders)):
-        name = getattr(config, kind).name
-        if allowed is not None and name not in allowed:
-            raise IncompatibleError(
-                f"plugin '{plugin.name}' cannot use {kind} '{name}'; supported: {', '.join(sorted(allowed))}"
-            )
+    """Refuse a sampler that consumes none of the inputs the plugin feeds (the sampler contract,
+    :mod:`contrastlab.platform.sampler_contract`) or an encoder the plugin cannot build (one-line
+    :class:`IncompatibleError`)."""
+    check_sampler(plugin, config)
+    name, allowed = config.encoder.name, plugin.encoders
+    if allowed is not None and name not in allowed:
+        raise IncompatibleError(
+            f"plugin '{plugin.name}' cannot use encoder '{name}'; supported: {', '.join(sorted(allowed))}"
+        )
 
 
 def check_labels(plugin: TaskPlugin[Any], config: TaskConfig) -> None:

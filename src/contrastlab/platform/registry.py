@@ -5,7 +5,9 @@ A component is a class (or factory) that declares its metadata as class attribut
 * ``name``: the registry name (``"dcl"``);
 * ``description``: one line (defaults to the first docstring line);
 * ``hyperparameters``: a tuple of :class:`HParam` (name, default, valid range, meaning, source);
-* ``label_kinds`` (losses only): the kinds of observed labels the component needs, empty when it ignores labels.
+* ``label_kinds`` (losses only): the kinds of observed labels the component needs, empty when it ignores labels;
+* ``accepts`` (samplers only): the inputs it consumes (:mod:`contrastlab.platform.sampler_contract`); a sampler
+  must also take the keyword ``embed_dim``. Both are checked when it is registered.
 
 Registries give clear errors with near-miss suggestions for unknown names and unknown hyperparameters.
 """
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contrastlab.platform.errors import ConfigError, UnknownNameError
+from contrastlab.platform.sampler_contract import SAMPLER_INPUTS, accepted_inputs, validate_accepts
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,11 @@ class Component:
         """Kinds of observed labels the component needs (``{"class"}``, ``{"pu"}``); empty if it ignores them."""
         return frozenset(getattr(self.factory, "label_kinds", frozenset()))
 
+    @property
+    def accepts(self) -> frozenset[str]:
+        """Inputs a sampler consumes (``{"two_views"}``, ``{"query_key"}``, ...; see ``sampler_contract``)."""
+        return accepted_inputs(self.factory)
+
     def hparam(self, name: str) -> HParam:
         """The hyperparameter called ``name``, or an error listing the valid ones."""
         for hp in self.hyperparameters:
@@ -130,6 +138,8 @@ class Component:
         }
         if self.kind == "loss":
             out["label_kinds"] = sorted(self.label_kinds)
+        if self.kind == "sampler":
+            out["accepts"] = [k for k in SAMPLER_INPUTS if k in self.accepts]
         return out
 
 
@@ -162,6 +172,17 @@ def _accepted_kwargs(factory: Any) -> set[str] | None:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         return None
     return {p.name for p in params}
+
+
+def _validate_sampler_contract(factory: Any, name: str, package: str) -> None:
+    """A sampler declares what it consumes (``accepts``) and takes ``embed_dim``; else a :class:`ConfigError`."""
+    validate_accepts(factory, name, package)
+    accepted = _accepted_kwargs(factory)
+    if accepted is not None and "embed_dim" not in accepted:
+        raise ConfigError(
+            f"sampler '{name}' from package '{package}' must accept the keyword argument embed_dim (the size d of "
+            "the embeddings it receives; accept and ignore it if unused)"
+        )
 
 
 def _coerce_like(default: Any, value: Any, owner: str, key: str) -> Any:
@@ -219,6 +240,8 @@ class Registry:
             raise ConfigError(
                 f"{self.kind} '{name}' is registered twice: by package '{other}' and by package '{package}'"
             )
+        if self.kind == "sampler":
+            _validate_sampler_contract(factory, name, package)
         comp = Component(
             kind=self.kind,
             name=name,

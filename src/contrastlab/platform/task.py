@@ -96,8 +96,10 @@ class TaskPlugin(Generic[C]):
     """Preset used when ``--preset`` is not given."""
     gpu_presets: ClassVar[frozenset[str]] = frozenset()
     """Presets sized for a GPU: on a CPU-only machine ``platform train`` warns and suggests ``--preset smoke``."""
-    samplers: ClassVar[frozenset[str] | None] = None
-    """Sampler names this plugin can drive (``None``: any registered sampler); others are refused before training."""
+    sampler_inputs: ClassVar[frozenset[str] | None] = None
+    """Sampler inputs this plugin can feed (``two_views``, ``multi_views``, ``query_key``, ``queue``; see
+    :mod:`contrastlab.platform.sampler_contract`); a sampler accepting none of them is refused before training.
+    ``None``: the plugin does not use the config's sampler through the contract (nothing is checked)."""
     encoders: ClassVar[frozenset[str] | None] = None
     """Encoder names this plugin can build (``None``: any registered encoder); others are refused before training."""
     primary_metric: ClassVar[str] = ""
@@ -142,3 +144,10 @@ class TaskPlugin(Generic[C]):
     def evaluate(self, run: Run, options: EvalOptions) -> dict[str, float]:
         """Re-evaluate the latest checkpoint of ``run`` and return the metrics."""
         raise NotImplementedError
+
+    def sampler_inputs_for(self, config: C) -> frozenset[str] | None:
+        """The sampler inputs this plugin feeds under ``config`` (default: :attr:`sampler_inputs`); override to
+        narrow them by config (e.g. only ``multi_views`` with more than two views). The pre-flight check refuses a
+        sampler whose ``accepts`` does not intersect this set, and the plugin calls the sampler as
+        :func:`~contrastlab.platform.sampler_contract.choose_input` picks."""
+        return self.sampler_inputs

@@ -1,4 +1,5 @@
-"""Shared base of the samplers: validation, compute dtype, label handling, cached index tensors."""
+"""Shared base of the samplers: the contract (``accepts``, ``embed_dim``), validation, compute dtype, label
+handling, cached index tensors."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from torch import Tensor, nn
 
 from contrastlab.platform.errors import ConfigError
 from contrastlab.platform.registry import HParam, bind_hparams
+from contrastlab.platform.sampler_contract import SamplerInput
 
 
 def positive_finite(v: Any) -> bool:
@@ -81,7 +83,20 @@ def normalize(x: Tensor) -> Tensor:
 
 
 class Sampler(nn.Module):
-    """Base class of the built-in samplers (``nn.Module``\\ s returning a ``ContrastiveBatch``)."""
+    """Base class of samplers (``nn.Module``\\ s returning a ``ContrastiveBatch``), built-in or third-party.
+
+    The contract (:mod:`contrastlab.platform.sampler_contract`): a subclass sets ``accepts`` to the inputs its
+    ``forward`` consumes and plugins call it accordingly, never by name:
+
+    * ``two_views``: ``forward(z1 [B, d], z2 [B, d], labels=None)``;
+    * ``multi_views``: ``forward(views [V, B, d] | V × [B, d], labels=None)``, ``V ≥ 2``;
+    * ``query_key``: ``forward(queries [B, d], keys [B, d] | M × [B, d], labels=None)``, keys from a momentum
+      encoder (detached); parameters sized by ``embed_dim`` are optimised by the plugin;
+    * ``queue``: ``forward(q [B, d], k [B, d], labels=None)``, ``k`` from a momentum encoder; stateful.
+
+    The constructor takes the embedding size ``embed_dim`` (keyword; ``None`` when unknown) and the declared
+    hyperparameters, which it validates and stores as attributes.
+    """
 
     name: ClassVar[str] = ""
     """Registry name."""
@@ -89,17 +104,37 @@ class Sampler(nn.Module):
     """One-line description."""
     hyperparameters: ClassVar[tuple[HParam, ...]] = ()
     """Documented hyperparameters."""
+    accepts: ClassVar[frozenset[SamplerInput]] = frozenset()
+    """The inputs ``forward`` consumes (non-empty in every registered sampler)."""
 
-    def __init__(self, gather_distributed: bool = True, **hparams: Any) -> None:
+    def __init__(self, gather_distributed: bool = True, *, embed_dim: int | None = None, **hparams: Any) -> None:
         super().__init__()
         for key, value in bind_hparams(self.hyperparameters, hparams, f"sampler '{self.name}'").items():
             setattr(self, key, value)
+        if embed_dim is not None and (isinstance(embed_dim, bool) or not isinstance(embed_dim, int) or embed_dim < 1):
+            raise ConfigError(f"sampler '{self.name}': embed_dim must be a positive integer or None; got {embed_dim!r}")
+        self.embed_dim = embed_dim
+        """Size ``d`` of the embeddings it receives (checked on every call), or ``None`` (any ``d``)."""
         self.gather_distributed = bool(gather_distributed)
         """Gather embeddings/labels from all ranks when ``torch.distributed`` is initialised (default True)."""
 
     def extra_repr(self) -> str:
         """Hyperparameters in ``repr``."""
-        return ", ".join(f"{hp.name}={getattr(self, hp.name)!r}" for hp in self.hyperparameters)
+        dim = [] if self.embed_dim is None else [f"embed_dim={self.embed_dim}"]
+        return ", ".join([*dim, *(f"{hp.name}={getattr(self, hp.name)!r}" for hp in self.hyperparameters)])
+
+
+def feed_views(sampler: nn.Module, kind: str, views: Tensor, labels: Tensor | None = None) -> Any:
+    """Call ``sampler`` with ``V`` views ``[V, B, d]`` of one encoder as the input ``kind`` it was chosen for:
+    ``multi_views`` → ``sampler(views, labels=labels)``; ``two_views`` (``V`` must be 2) →
+    ``sampler(views[0], views[1], labels=labels)``."""
+    if kind == "multi_views":
+        return sampler(views, labels=labels)
+    if kind == "two_views":
+        if views.shape[0] != 2:
+            raise ConfigError(f"a two_views sampler takes 2 views; got V={views.shape[0]} (use a multi_views sampler)")
+        return sampler(views[0], views[1], labels=labels)
+    raise ValueError(f"input kind '{kind}' is not fed from views of one encoder (two_views or multi_views)")
 
 
 _INDEX_CACHE: dict[tuple[Any, ...], tuple[Tensor, Tensor]] = {}

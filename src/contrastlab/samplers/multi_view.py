@@ -186,11 +186,15 @@ class MultiViewSampler(Sampler):
     name = "multi_view"
     description = "V views per sample (SimCLR generalised): A = V·B anchors, M = V−1 positives, N = V(B−1)"
     hyperparameters = (temperature_hparam(0.5, "DCL/HCL/BCL SimCLR setting t = 0.5"),)
+    accepts = frozenset({"multi_views"})
     temperature: float
 
     def forward(self, views: Tensor | Sequence[Tensor], labels: Tensor | None = None) -> ContrastiveBatch:
         """``views``: ``[V, B, d]`` or a sequence of ``V`` ``[B, d]``; ``labels``: ``[B]`` or ``None``."""
         v = as_views(views, self.name)
+        if self.embed_dim is not None and v.shape[2] != self.embed_dim:
+            raise ConfigError(f"sampler '{self.name}': views must be [V, B, {self.embed_dim}] (embed_dim); "
+                              f"got {tuple(v.shape)}")
         lab = check_labels(labels, self.name, v.shape[1], v.device)
         return build_multi_view(v, lab, self.temperature, self.gather_distributed, self.name)
 
@@ -201,11 +205,12 @@ class TwoViewSampler(Sampler):
     name = "two_view"
     description = "SimCLR layout: both views are anchors, A = 2B, N = 2B − 2, cosine / temperature"
     hyperparameters = (temperature_hparam(0.5, "SimCLR/DCL/BCL setting t = 0.5 (DCL §5, BCL §4)"),)
+    accepts = frozenset({"two_views"})
     temperature: float
 
     def forward(self, z1: Tensor, z2: Tensor, labels: Tensor | None = None) -> ContrastiveBatch:
         """``z1``, ``z2``: ``[B, d]`` two views of the same ``B`` samples; ``labels``: ``[B]`` or ``None``."""
-        z1 = check_embeddings(z1, self.name, "z1")
+        z1 = check_embeddings(z1, self.name, "z1", dim=self.embed_dim)
         z2 = check_embeddings(z2, self.name, "z2", z1.shape[0], z1.shape[1])
         lab = check_labels(labels, self.name, z1.shape[0], z1.device)
         return build_multi_view(torch.stack([z1, z2]), lab, self.temperature, self.gather_distributed, self.name)

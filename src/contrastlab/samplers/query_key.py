@@ -9,9 +9,10 @@ caller detaches the keys (CURL encodes them with the EMA encoder under ``no_grad
 
 * anchors: the ``A = B`` queries; positives ``[B, M]``: query ``i`` with ``keys[m][i]`` (column 0 = numerator);
 * negatives ``[B, N = B−1]``: query ``i`` with the *first* key set's other keys ``keys[0][j], j ≠ i``;
-* ``similarity="bilinear"`` (default, as in CURL): ``ℓ_ij = q_i W k_jᵀ / t`` with a learnable ``W [dim, dim]``
-  (initialised ``U[0, 1)`` like CURL). These logits are **unbounded** (``bounded=False``): the losses shift by
-  the detached row max, and no paper gives the floor of the debiased negative mass (losses-spec §3.5(d)).
+* ``similarity="bilinear"`` (default, as in CURL): ``ℓ_ij = q_i W k_jᵀ / t`` with a learnable
+  ``W [embed_dim, embed_dim]`` (initialised ``U[0, 1)`` like CURL), so ``embed_dim`` is required. These logits
+  are **unbounded** (``bounded=False``): the losses shift by the detached row max, and no paper gives the floor
+  of the debiased negative mass (losses-spec §3.5(d)).
   ``floor`` chooses it (:mod:`contrastlab.losses.floors`):
 
   - ``trimmed`` (default for bilinear; this project's rule): ``N`` × mean of the ``⌈(1−π)N⌉`` smallest
@@ -25,6 +26,10 @@ caller detaches the keys (CURL encodes them with the EMA encoder under ``no_grad
 
 ``temperature`` defaults to 1 (CURL has none); with ``cosine`` pick e.g. 0.1–0.5. Distributed: keys and labels
 are gathered from all ranks (negatives are every rank's keys), positives offset by ``rank · B``.
+
+Contract (:mod:`contrastlab.platform.sampler_contract`): ``accepts = {"query_key"}``; build it with
+``cl.make_sampler("query_key", embed_dim=d)`` (plugins pass their embedding size; with ``cosine`` it may be
+``None``, and when given, queries and keys must have that size).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import torch
 from torch import Tensor, nn
 
 from contrastlab.losses.batch import ContrastiveBatch
+from contrastlab.platform.errors import ConfigError
 from contrastlab.platform.registry import HParam
 from contrastlab.samplers.base import (
     Sampler,
@@ -65,18 +71,21 @@ class QueryKeySampler(Sampler):
                "this project (no paper gives a floor for unbounded logits; docs/losses.md has the evidence)",
                lambda v: v in FLOORS),
     )
+    accepts = frozenset({"query_key"})
     similarity: str
     temperature: float
     floor: str
 
-    def __init__(self, similarity: str = "bilinear", temperature: float = 1.0, floor: str = "auto", dim: int = 50,
-                 gather_distributed: bool = True) -> None:
-        super().__init__(gather_distributed, similarity=similarity, temperature=temperature, floor=floor)
-        self.dim = int(dim)
-        """Embedding size ``d`` of queries and keys (CURL's latent size 50); only used by ``bilinear``."""
+    def __init__(self, similarity: str = "bilinear", temperature: float = 1.0, floor: str = "auto", *,
+                 embed_dim: int | None = None, gather_distributed: bool = True) -> None:
+        super().__init__(gather_distributed, embed_dim=embed_dim, similarity=similarity, temperature=temperature,
+                         floor=floor)
         if self.similarity == "bilinear":
-            self.W = nn.Parameter(torch.rand(self.dim, self.dim))
-            """Learnable bilinear matrix ``[dim, dim]`` (CURL's initialisation ``U[0, 1)``)."""
+            if self.embed_dim is None:
+                raise ConfigError("sampler 'query_key' with similarity='bilinear' needs embed_dim (the size d of "
+                                  "queries and keys, e.g. CURL's latent size 50) to size W [d, d]")
+            self.W = nn.Parameter(torch.rand(self.embed_dim, self.embed_dim))
+            """Learnable bilinear matrix ``[embed_dim, embed_dim]`` (CURL's initialisation ``U[0, 1)``)."""
 
     def forward(self, queries: Tensor, keys: Tensor | Sequence[Tensor], labels: Tensor | None = None
                 ) -> ContrastiveBatch:
@@ -85,7 +94,7 @@ class QueryKeySampler(Sampler):
         key_list = [keys] if isinstance(keys, Tensor) else list(keys)
         if not key_list:
             check_embeddings(None, self.name, "keys", q.shape[0], q.shape[1])
-        dim = self.dim if self.similarity == "bilinear" else q.shape[1]
+        dim = self.embed_dim if self.embed_dim is not None else q.shape[1]
         check_embeddings(q, self.name, "queries", None, dim)
         ks = [check_embeddings(k, self.name, f"keys[{i}]", q.shape[0], dim) for i, k in enumerate(key_list)]
         lab = check_labels(labels, self.name, q.shape[0], q.device)

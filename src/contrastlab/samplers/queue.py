@@ -9,6 +9,7 @@ the very first call has an empty queue, hence no negatives). After building the 
 (detached, normalised, oldest entries overwritten) with its labels (−1 when none are given). The caller
 detaches ``k`` (momentum encoder). Distributed: keys and labels of all ranks are gathered before they are
 enqueued (every rank holds the same queue), as MoCo does; the queue itself never carries gradient.
+Contract: ``accepts = {"queue"}`` (stateful: call it once per optimisation step and checkpoint its state).
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ class QueueSampler(Sampler):
                "PUCL's MoCo setting N = 4096", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1),
         temperature_hparam(0.2, "MoCo v2 (Chen et al. 2020); PUCL does not state its MoCo temperature"),
     )
+    accepts = frozenset({"queue"})
     size: int
     temperature: float
 
-    def __init__(self, size: int = 4096, temperature: float = 0.2, gather_distributed: bool = True) -> None:
-        super().__init__(gather_distributed, size=size, temperature=temperature)
+    def __init__(self, size: int = 4096, temperature: float = 0.2, *, embed_dim: int | None = None,
+                 gather_distributed: bool = True) -> None:
+        super().__init__(gather_distributed, embed_dim=embed_dim, size=size, temperature=temperature)
         self.register_buffer("keys", torch.zeros(0))
         """``[size, d]`` stored keys (allocated at the first call, in float32 or float64)."""
         self.register_buffer("key_labels", torch.full((int(size),), -1, dtype=torch.long))
@@ -75,7 +78,7 @@ class QueueSampler(Sampler):
 
     def forward(self, q: Tensor, k: Tensor, labels: Tensor | None = None) -> ContrastiveBatch:
         """``q``, ``k``: ``[B, d]`` queries and (detached) keys; ``labels``: ``[B]`` or ``None``."""
-        q = check_embeddings(q, self.name, "q")
+        q = check_embeddings(q, self.name, "q", dim=self.embed_dim)
         k = check_embeddings(k, self.name, "k", q.shape[0], q.shape[1])
         lab = check_labels(labels, self.name, q.shape[0], q.device)
         B, d = q.shape

@@ -121,3 +121,14 @@ def test_two_positive_keys() -> None:
     assert isinstance(seen["keys"], list) and len(seen["keys"]) == 2 and seen["M"] == 2
     assert not torch.equal(seen["keys"][0], seen["keys"][1])  # two different random crops
     assert stats["contrastive_loss"] == stats["contrastive_loss"]  # finite (not NaN)
+
+
+def test_queue_sampler_with_one_key_set() -> None:
+    """With M = 1 curl feeds one key set per query once per update, which the contract's ``queue`` consumes."""
+    agent = tiny_agent("dcl", ("sampler.name=queue", "sampler.size=32"))
+    assert agent.sampler.accepts == {"queue"} and agent.sampler.embed_dim == 16
+    for _ in range(2):
+        stats = agent.update(8)
+        assert torch.isfinite(stats["contrastive_loss"])
+    assert int(agent.sampler.filled) == 16  # two updates' keys are queued (and checkpointed with the sampler)
+    assert "sampler" in agent.training_state()

@@ -136,6 +136,20 @@ def test_unsupervised_loss_never_sees_labels(tmp_path: Path, monkeypatch: pytest
     assert summary["metrics"]["train/clamped_frac"] == pytest.approx(sum(clamped) / len(clamped))
 
 
+def test_multi_views_sampler_pretrains(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pu feeds its two views to a sampler that consumes ``multi_views`` as ``[2, B, d]``."""
+    seen: list[str] = []
+    original = pu_task.pretrain_loop
+
+    def spy(**kwargs):
+        seen.append(kwargs["input_kind"])
+        return original(**kwargs)
+
+    monkeypatch.setattr(pu_task, "pretrain_loop", spy)
+    _, summary = _train(tmp_path, "dcl", ["sampler.name=multi_view", "pretrain.steps=2"])
+    assert seen == ["multi_views"] and 0.0 <= summary["metrics"]["test/accuracy"] <= 1.0
+
+
 def test_end_to_end_baseline_and_estimated_prior(tmp_path: Path) -> None:
     _, summary = _train(tmp_path, "infonce", ["method=end_to_end", "classifier.risk=upu", "prior.mode=estimate",
                                               "prior.estimator_steps=20"])

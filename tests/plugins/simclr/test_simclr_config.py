@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from simclr_helpers import tiny_config
 
 import contrastlab as cl
 from contrastlab.platform.config import resolve_config
-from contrastlab.platform.preflight import preflight
+from contrastlab.platform.preflight import check_sampler, preflight
 from contrastlab.plugins.simclr import SimCLRTask
 
 
@@ -70,8 +72,10 @@ def test_label_aware_loss_without_labels_is_refused():
 
 def test_two_view_with_more_views_and_small_queue(tmp_path):
     task = SimCLRTask()
-    with pytest.raises(cl.ConfigError, match="multi_view"):
-        task.check(tiny_config("infonce", "data.views=3", "sampler.name=queue", task=task))
+    msg = "sampler 'queue' consumes queue, but plugin 'simclr' provides multi_views with this config; " \
+          "compatible samplers: multi_view"
+    with pytest.raises(cl.IncompatibleError, match=re.escape(msg)):
+        check_sampler(task, tiny_config("infonce", "data.views=3", "sampler.name=queue", task=task))
     with pytest.raises(cl.ConfigError, match="queue"):
         task.check(tiny_config("infonce", "sampler.size=8", sampler="queue", task=task))
 

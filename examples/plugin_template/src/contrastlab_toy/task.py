@@ -1,7 +1,8 @@
 """``toy_clusters``: contrastive learning of Gaussian clusters with an MLP, evaluated by 1-NN accuracy.
 
-A complete task plugin in one page: typed config with documented fields, presets, label declaration,
-a training loop with logging, progress, checkpoints and resume, and evaluation.
+A complete task plugin in one page: typed config with documented fields, presets, label declaration, the
+sampler inputs it feeds (two views: any sampler whose contract accepts ``two_views`` works), a training loop with
+logging, progress, checkpoints and resume, and evaluation.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class ToyTask(cl.TaskPlugin):
         "default": {},
     }
     default_preset = "smoke"
+    sampler_inputs = frozenset({"two_views"})  # sampler(z1, z2, labels=None): the sampler contract
     primary_metric = "eval/nn_accuracy"
 
     def label_kinds(self, config: cl.TaskConfig) -> frozenset[str]:
@@ -86,7 +88,8 @@ class ToyTask(cl.TaskPlugin):
 
     def _build(self, config: ToyConfig, run: Run) -> tuple[torch.nn.Module, Any, Any, torch.optim.Optimizer]:
         encoder = cl.make_encoder(config.encoder.name, in_dim=config.data.dim, **config.encoder.hparams())
-        sampler = cl.make_sampler(config.sampler.name, **config.sampler.hparams())
+        embed_dim = encoder.out_dim  # the size of the embeddings the sampler receives
+        sampler = cl.make_sampler(config.sampler.name, embed_dim=embed_dim, **config.sampler.hparams())
         loss = cl.make_loss(config.loss.name, **config.loss.hparams())
         params = list(encoder.parameters()) + list(sampler.parameters())
         return encoder.to(run.device), sampler.to(run.device), loss, torch.optim.Adam(params, lr=config.train.lr)

@@ -41,10 +41,14 @@ ActorFeatures = Literal["recompute", "reuse"]
 
 
 def top1_accuracy(batch: Any) -> Tensor:
-    """Fraction of anchors whose numerator positive (column 0) outscores every valid negative (0-d tensor)."""
+    """Fraction of anchors whose numerator positive (column 0) outscores every valid negative (0-d tensor); 1 for a
+    batch without negatives (a queue sampler's first call)."""
     with torch.no_grad():
+        pos = batch.pos_logits[:, 0]  # [A]
+        if batch.neg_logits.shape[1] == 0:
+            return torch.ones((), device=pos.device)
         neg = batch.neg_logits.masked_fill(~batch.valid_mask(), float("-inf"))
-        return (batch.pos_logits[:, 0] > neg.max(dim=1).values).float().mean()
+        return (pos > neg.max(dim=1).values).float().mean()
 
 
 class CurlSAC(SAC):

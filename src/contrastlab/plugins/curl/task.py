@@ -6,7 +6,6 @@ SB3's ``learn`` loop; a callback evaluates, logs against environment frames and 
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from typing import Any
@@ -16,7 +15,7 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback
 
 import contrastlab as cl
-from contrastlab.platform.errors import ConfigError, IncompatibleError
+from contrastlab.platform.errors import ConfigError
 from contrastlab.platform.run import Run
 from contrastlab.platform.task import EvalOptions, TaskPlugin
 from contrastlab.plugins.curl.config import PRESETS, CurlConfig
@@ -42,17 +41,21 @@ def make_env(config: CurlConfig, seed: int | None = None) -> Any:
                        low_cost_render=e.low_cost_render, seed=seed)
 
 
+def embed_dim(config: CurlConfig) -> int:
+    """Size of the encoder's latent (the queries and keys the sampler receives): ``pixel_conv``'s ``latent_dim``."""
+    return int(config.encoder.hparams().get("latent_dim", 50))
+
+
+def fed_inputs(config: CurlConfig) -> frozenset[str]:
+    """The sampler inputs curl feeds: queries against ``M = agent.num_positives`` key sets of the target encoder
+    (``query_key``); with ``M = 1`` one key per query called once per update, which a ``queue`` also consumes."""
+    return frozenset({"query_key", "queue"}) if config.agent.num_positives == 1 else frozenset({"query_key"})
+
+
 def make_contrastive(config: CurlConfig) -> tuple[torch.nn.Module, torch.nn.Module]:
-    """The loss and the sampler of ``config``; samplers that accept ``dim`` get the encoder's latent size."""
+    """The loss and the sampler of ``config``; the sampler gets the encoder's latent size as ``embed_dim``."""
     loss = cl.make_loss(config.loss.name, **config.loss.hparams())
-    factory = cl.registry("sampler").get(config.sampler.name).factory
-    extra: dict[str, Any] = {}
-    try:
-        if "dim" in inspect.signature(factory).parameters:
-            extra["dim"] = int(config.encoder.hparams().get("latent_dim", 50))
-    except (TypeError, ValueError):
-        pass
-    return loss, cl.make_sampler(config.sampler.name, **config.sampler.hparams(), **extra)
+    return loss, cl.make_sampler(config.sampler.name, embed_dim=embed_dim(config), **config.sampler.hparams())
 
 
 def make_agent(config: CurlConfig, env: Any, device: torch.device | str) -> Any:
@@ -170,7 +173,7 @@ class CurlTask(TaskPlugin[CurlConfig]):
     presets = PRESETS
     default_preset = "smoke"
     gpu_presets = frozenset({"paper"})
-    samplers = frozenset({"query_key"})
+    sampler_inputs = frozenset({"query_key", "queue"})
     encoders = frozenset({"pixel_conv"})
     primary_metric = "eval/episode_return"
     higher_is_better = True
@@ -191,25 +194,7 @@ class CurlTask(TaskPlugin[CurlConfig]):
                               f"{config.env.render_size}; valid: crop <= render_size")
         if config.agent.batch_size > config.agent.buffer_size:
             raise ConfigError("agent.batch_size must be <= agent.buffer_size")
-        self._check_sampler(config)
         check_rendering()
-
-    @staticmethod
-    def _check_sampler(config: Any) -> None:
-        """The sampler must build a batch from ``(queries [B, d], keys)`` with M key sets and no labels."""
-        loss, sampler = make_contrastive(config)
-        d, M = int(config.encoder.hparams().get("latent_dim", 50)), config.agent.num_positives
-        q = torch.randn(4, d)
-        keys = [torch.randn(4, d) for _ in range(M)]
-        try:
-            loss(sampler(q, keys[0] if M == 1 else keys))
-        except cl.ContrastlabError:
-            raise
-        except Exception as exc:
-            raise IncompatibleError(
-                f"sampler '{config.sampler.name}' cannot pair queries with {M} key set(s) ({exc}); "
-                "use sampler query_key"
-            ) from exc
 
     def estimate_seconds(self, config: CurlConfig, device: str) -> float | None:
         """≈1 s per update at batch 128 on a CPU (DESIGN.md), scaling with the batch; ≈50× faster on a GPU."""
@@ -283,3 +268,7 @@ class CurlTask(TaskPlugin[CurlConfig]):
         metrics = {"eval/episode_return": float(np.mean(returns)), "eval/episode_return_std": float(np.std(returns)),
                    "eval/episodes": float(episodes), "eval/env_frames": float(state["step"])}
         return metrics
+
+    def sampler_inputs_for(self, config: CurlConfig) -> frozenset[str]:
+        """``query_key`` (M key sets per query); also ``queue`` when ``agent.num_positives = 1``."""
+        return fed_inputs(config)

@@ -16,6 +16,7 @@ import contrastlab as cl
 from contrastlab.data.augment import SimCLRAugment
 from contrastlab.losses.floors import ClampMeter
 from contrastlab.platform.run import Run
+from contrastlab.samplers import feed_views
 
 
 def pretrain_loop(
@@ -25,6 +26,7 @@ def pretrain_loop(
     optimizer: torch.optim.Optimizer,
     loss_fn: nn.Module,
     sampler: nn.Module,
+    input_kind: str = "two_views",
     augment: SimCLRAugment,
     images: Tensor,
     observed: Tensor,
@@ -39,6 +41,8 @@ def pretrain_loop(
 
     Args:
         model: encoder + projection head, ``forward(x) -> (h, z)``.
+        input_kind: how ``sampler`` is called (its contract): ``two_views`` ``(z1, z2)`` or ``multi_views``
+            ``(z [2, B, d])``.
         images: ``uint8 [n, C, H, W]`` training images on the training device.
         observed: ``[n]`` long observed labels (1 / −1) on the same device; only used when ``label_aware``.
         save: ``save(step)`` writes a checkpoint (called when due and at the last step).
@@ -55,8 +59,7 @@ def pretrain_loop(
             x = images[idx]
             x1, x2 = augment(x), augment(x)  # [B, C, H, W] each, two independent views
             _, z = model(torch.cat([x1, x2]))  # [2B, d]
-            z1, z2 = z[:bsz], z[bsz:]
-            batch = sampler(z1, z2, labels=observed[idx]) if label_aware else sampler(z1, z2)
+            batch = feed_views(sampler, input_kind, z.view(2, bsz, -1), observed[idx] if label_aware else None)
             loss = loss_fn(batch)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

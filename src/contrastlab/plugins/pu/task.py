@@ -28,6 +28,7 @@ from contrastlab.data.pu import DEFAULT_POSITIVE_CLASSES, PUSplit, check_prior, 
 from contrastlab.encoders.heads import ContrastiveModel, ProjectionHead, feature_dim
 from contrastlab.evaluation import extract_features
 from contrastlab.platform.errors import ConfigError, ContrastlabError
+from contrastlab.platform.preflight import check_sampler
 from contrastlab.platform.run import Run
 from contrastlab.plugins.pu.config import LOSS_PRIOR_KEYS, PRESETS, PUConfig
 from contrastlab.plugins.pu.pretrain import is_label_aware, pretrain_loop
@@ -176,7 +177,7 @@ class PUTask(cl.TaskPlugin[PUConfig]):
     presets = PRESETS
     default_preset = "smoke"
     gpu_presets = frozenset({"paper"})
-    samplers = frozenset({"two_view"})
+    sampler_inputs = frozenset({"two_views", "multi_views"})
     encoders = frozenset({"resnet18", "resnet50", "small_cnn"})
     # Accuracy on the clean test set is the metric of the puNCE paper's tables (so results compare with it);
     # F1 and ROC-AUC are reported next to it.
@@ -275,10 +276,13 @@ class PUTask(cl.TaskPlugin[PUConfig]):
             run.save_checkpoint({"phase": "pretrain", "model": ctx.model.state_dict(),
                                  "pretrain_opt": ctx.pre_opt.state_dict()}, at)
 
+        fed = check_sampler(self, config)  # how to call it (two_views or multi_views), from its contract
+        assert fed is not None
         pretrain_loop(
-            run=run, model=ctx.model, optimizer=ctx.pre_opt,
+            run=run, model=ctx.model, optimizer=ctx.pre_opt, input_kind=fed,
             loss_fn=cl.make_loss(config.loss.name, **config.loss.hparams()).to(dev),
-            sampler=cl.make_sampler(config.sampler.name, **config.sampler.hparams()).to(dev),
+            sampler=cl.make_sampler(config.sampler.name, embed_dim=config.pretrain.projection_dim,
+                                    **config.sampler.hparams()).to(dev),
             augment=SimCLRAugment(ctx.spec).to(dev), images=ctx.images, observed=ctx.split.observed.to(dev),
             label_aware=ctx.label_aware, steps=ctx.s_pre, batch_size=config.pretrain.batch_size,
             start_step=ctx.step, log_every=config.log_every, save=save_pre,

@@ -24,7 +24,7 @@ from contrastlab.platform.task import ComponentSpec, EvalOptions, TaskPlugin
 from contrastlab.plugins.simclr import distributed as D
 from contrastlab.plugins.simclr.config import PRESETS, SimCLRConfig
 from contrastlab.plugins.simclr.evaluate import evaluate_encoder
-from contrastlab.plugins.simclr.trainer import Trainer, build_model, make_views, sampler_kind
+from contrastlab.plugins.simclr.trainer import Trainer, build_model, fed_inputs, make_views
 
 CLASS_COUNTS = {"fashion_mnist": 10, "cifar10": 10, "cifar100": 100, "stl10": 10, "synthetic": 4}
 """Classes of the built-in datasets (for τ+ = 1/C before any data is loaded)."""
@@ -56,6 +56,7 @@ class SimCLRTask(TaskPlugin[SimCLRConfig]):
     presets = PRESETS
     default_preset = "smoke"
     gpu_presets = frozenset({"fmnist", "cifar10-paper"})
+    sampler_inputs = frozenset({"two_views", "multi_views", "query_key", "queue"})
     encoders = frozenset({"resnet18", "resnet50", "small_cnn"})
     primary_metric = "eval/linear_top1"
     higher_is_better = True
@@ -97,16 +98,14 @@ class SimCLRTask(TaskPlugin[SimCLRConfig]):
             raise ConfigError(unknown_name_message("dataset (data.dataset)", data.dataset, dataset_names()))
         if data.views < 2:
             raise ConfigError(f"data.views={data.views} is invalid; contrastive learning needs >= 2 views")
-        if data.views > 2 and sampler_kind(config.sampler.name) != "multi":
-            raise ConfigError(f"data.views={data.views} needs the multi_view sampler, not "
-                              f"'{config.sampler.name}'; use --sampler multi_view or data.views=2")
         train = self._dataset(config, data.train_split).subset(data.train_subset, config.seed)
         b = config.train.batch_size
         if len(train) < b:
             raise ConfigError(f"train.batch_size={b} exceeds the {len(train)} training images; "
                               f"lower train.batch_size or raise data.train_subset")
         queue = config.sampler.hparams().get("size")
-        if sampler_kind(config.sampler.name) == "key" and isinstance(queue, int) and 0 < queue < b:
+        stateful = "queue" in cl.registry("sampler").get(config.sampler.name).accepts
+        if stateful and isinstance(queue, int) and 0 < queue < b:
             raise ConfigError(f"sampler.size={queue} is smaller than train.batch_size={b}; the queue must hold at "
                               "least one batch of keys")
 
@@ -240,3 +239,7 @@ class SimCLRTask(TaskPlugin[SimCLRConfig]):
         autocast = config.model.bf16 and run.device.type == "cuda"
         return evaluate_encoder(model.encoder, bank, test, spec, config.eval, run.device, config.eval.linear,
                                 config.seed, autocast)
+
+    def sampler_inputs_for(self, config: SimCLRConfig) -> frozenset[str]:
+        """Every input with two views; only ``multi_views`` with ``data.views > 2``."""
+        return fed_inputs(config.data.views)

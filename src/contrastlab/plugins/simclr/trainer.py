@@ -1,12 +1,13 @@
 """The SimCLR training step: views → encoder + head → sampler → loss → optimiser (plus MoCo key encoder).
 
 Data path (DESIGN.md): ``x (V views) --encoder+head--> z --sampler(z..., labels)--> ContrastiveBatch --loss-->``.
-Sampler calls by kind:
+The sampler is called by the input its contract accepts (:mod:`contrastlab.platform.sampler_contract`), never by
+its name; :func:`fed_inputs` says what this plugin can feed:
 
-* ``two_view`` (and third-party pair samplers): ``sampler(z1, z2, labels=y)``;
-* ``multi_view``: ``sampler(z [V, B, d], labels=y)`` (M = V − 1 positives per anchor);
-* ``queue`` / ``query_key``: ``sampler(q, k, labels=y)`` with ``q`` from the online network on view 0 and ``k``
-  from an EMA key encoder on view 1 (MoCo; the queue is the sampler's state).
+* ``two_views`` (V = 2): ``sampler(z1, z2, labels=y)``;
+* ``multi_views``: ``sampler(z [V, B, d], labels=y)`` (M = V − 1 positives per anchor);
+* ``query_key`` / ``queue`` (V = 2): ``sampler(q, k, labels=y)`` with ``q`` from the online network on view 0 and
+  ``k`` from an EMA key encoder on view 1 (MoCo; a queue is the sampler's state).
 
 Labels reach the sampler only for label-aware losses (the label-leak guard).
 """
@@ -21,19 +22,21 @@ from torch import Tensor, nn
 import contrastlab as cl
 from contrastlab.data.augment import SimCLRAugment
 from contrastlab.encoders.heads import ContrastiveModel, ProjectionHead, feature_dim
-from contrastlab.platform.errors import ConfigError
+from contrastlab.platform.sampler_contract import sampler_input
 from contrastlab.plugins.simclr.config import SimCLRConfig
 from contrastlab.plugins.simclr.optim import lr_factor, make_optimizer, set_lr
+from contrastlab.samplers import feed_views
 
-KEY_SAMPLERS = frozenset({"queue", "query_key"})
-"""Samplers that compare online queries with keys from a momentum encoder."""
+MOMENTUM_INPUTS = frozenset({"query_key", "queue"})
+"""Sampler inputs fed as online queries against keys of a momentum (EMA) key encoder."""
 
 
-def sampler_kind(name: str) -> str:
-    """``key`` (queue/query_key), ``multi`` (multi_view) or ``pair`` (two_view and anything else)."""
-    if name in KEY_SAMPLERS:
-        return "key"
-    return "multi" if name == "multi_view" else "pair"
+def fed_inputs(views: int) -> frozenset[str]:
+    """The sampler inputs simclr feeds with ``views`` views per image: every kind with two views, and only
+    ``multi_views`` with more (the key encoder path uses views 0 and 1)."""
+    if views > 2:
+        return frozenset({"multi_views"})
+    return frozenset({"two_views", "multi_views"}) | MOMENTUM_INPUTS
 
 
 def build_model(config: SimCLRConfig, in_channels: int) -> ContrastiveModel:
@@ -71,7 +74,9 @@ class Trainer:
     def __init__(self, config: SimCLRConfig, in_channels: int, device: torch.device,
                  distributed: bool = False) -> None:
         self.config, self.device = config, device
-        self.kind = sampler_kind(config.sampler.name)
+        feeds = fed_inputs(config.data.views)
+        self.input = sampler_input("simclr", feeds, config.sampler.name, cl.registry("sampler"))
+        """How the sampler is called: the input kind chosen from its contract."""
         self.label_aware = bool(cl.loss_label_kinds(config.loss.name))
         model = build_model(config, in_channels)
         if distributed and config.model.sync_bn:
@@ -82,7 +87,7 @@ class Trainer:
         self.model = model
         """The unwrapped encoder + head (what checkpoints store)."""
         self.key_model: ContrastiveModel | None = None
-        if self.kind == "key":
+        if self.input in MOMENTUM_INPUTS:
             self.key_model = copy.deepcopy(model).requires_grad_(False)
         net: nn.Module = model
         if distributed:
@@ -92,8 +97,8 @@ class Trainer:
         if config.model.compile:
             net = torch.compile(net)
         self.net = net
-        extra = {"dim": config.model.proj_dim} if config.sampler.name == "query_key" else {}
-        self.sampler = cl.make_sampler(config.sampler.name, **config.sampler.hparams(), **extra).to(device)
+        self.sampler = cl.make_sampler(config.sampler.name, embed_dim=config.model.proj_dim,
+                                       **config.sampler.hparams()).to(device)
         self.loss = cl.make_loss(config.loss.name, **config.loss.hparams()).to(device)
         # learnable sampler/loss parameters (e.g. query_key's bilinear W) are optimised with the network
         self.optimizer = make_optimizer(nn.ModuleList([model, self.sampler, self.loss]), config.train)
@@ -113,19 +118,14 @@ class Trainer:
         label-aware losses."""
         V, B = views.shape[:2]
         y = labels if self.label_aware else None
-        if self.kind == "key":
+        if self.input in MOMENTUM_INPUTS:
             q = self.embed(views[0])
             with torch.no_grad(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
                 assert self.key_model is not None
                 _, k = self.key_model(views[1].contiguous(memory_format=self.memory_format))
             return self.loss(self.sampler(q, _compute_dtype(k), labels=y))
         z = self.embed(views.flatten(0, 1)).view(V, B, -1)                            # [V, B, d]
-        if self.kind == "multi":
-            return self.loss(self.sampler(z, labels=y))
-        if V != 2:
-            raise ConfigError(f"sampler '{self.config.sampler.name}' takes 2 views but data.views={V}; "
-                              "use --sampler multi_view")
-        return self.loss(self.sampler(z[0], z[1], labels=y))
+        return self.loss(feed_views(self.sampler, self.input, z, y))
 
     def step(self, views: Tensor, labels: Tensor | None = None, lr_scale: float = 1.0) -> Tensor:
         """One optimisation step on ``views`` ``[V, B, C, H, W]``; returns the detached loss (no host sync)."""
