@@ -46,6 +46,14 @@ def test_folder_with_node_labels_and_attributes(tmp_path: Path) -> None:
     assert b.edge_index.max() == 4 and b.edge_index.shape[1] == 8
 
 
+def test_nodes_listed_out_of_graph_order_are_regrouped(tmp_path: Path) -> None:
+    # node 4 (of graph 2) comes first; node 1..3 form the triangle of graph 1
+    data = load_tu("TOY", write_toy(tmp_path, graph_indicator="2\n1\n1\n1\n2\n", node_attributes=None,
+                                    A="2, 3\n3, 4\n2, 4\n1, 5\n"))
+    assert data.node_ptr.tolist() == [0, 3, 5] and data.edge_ptr.tolist() == [0, 6, 8]
+    assert data.x[3:].tolist() == [[1, 0], [0, 1]]                        # node 1 (label 0) then node 5 (label 2)
+
+
 def test_feature_modes(tmp_path: Path) -> None:
     root = write_toy(tmp_path, node_labels=None, node_attributes=None)   # ROOT/NAME_*.txt, no node files
     assert load_tu("TOY", root).features == "constant"
