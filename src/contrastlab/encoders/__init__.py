@@ -10,7 +10,7 @@ import importlib
 
 from contrastlab.platform.hookspecs import hookimpl
 
-_MODULES = ("mlp", "pixel_conv", "resnet", "small_cnn")
+_MODULES = ("gin", "mlp", "pixel_conv", "resnet", "small_cnn")
 
 
 @hookimpl

@@ -37,6 +37,7 @@ BUILTIN_MODULES = (
     "contrastlab.plugins.curl",
     "contrastlab.plugins.simclr",
     "contrastlab.plugins.pu",
+    "contrastlab.plugins.graph",
 )
 REGISTRY_HOOKS = {
     "register_losses": "loss",

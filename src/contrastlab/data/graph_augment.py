@@ -1,0 +1,121 @@
+"""GraphCL graph augmentations on a whole :class:`GraphBatch` at once (vectorised, seeded by a generator).
+
+GraphCL (You et al., NeurIPS 2020, §3.1 and Table 1) builds the two views of a graph with:
+
+* **node dropping**: discard a ratio of the nodes with their edges (``⌊n·r⌋`` nodes, at least one node kept);
+* **edge perturbation**: drop a ratio of the (undirected) edges and add as many random node pairs of the same graph
+  (``⌊|E|·r⌋`` each);
+* **attribute masking**: set the features of a ratio of the nodes to 0 (``⌊n·r⌋`` nodes);
+* **identity** (no change).
+
+Every graph of every view draws one augmentation uniformly from ``methods`` (GraphCL samples augmentations from
+a pool; its unsupervised TU experiments use ratio 0.2). GraphCL's fourth augmentation, random-walk subgraphs,
+is not implemented. The choices are made per graph with a ``torch.Generator``, so a seed fixes both views.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from contrastlab.data.graphs import GraphBatch, coalesce_undirected, segment_ids
+from contrastlab.platform.errors import ConfigError
+
+AUGMENTATIONS = ("drop_nodes", "perturb_edges", "mask_attributes", "identity")
+"""Names accepted in :attr:`GraphAugmentSpec.methods`."""
+
+
+@dataclass(frozen=True)
+class GraphAugmentSpec:
+    """Which augmentations make a view, and how strong each is."""
+
+    methods: tuple[str, ...] = ("drop_nodes", "perturb_edges", "mask_attributes")
+    """Pool of augmentations; each graph of each view gets one of them, uniformly at random."""
+    drop_nodes: float = 0.2
+    """Fraction of nodes dropped by ``drop_nodes``."""
+    perturb_edges: float = 0.2
+    """Fraction of edges dropped, and (as many) added, by ``perturb_edges``."""
+    mask_attributes: float = 0.2
+    """Fraction of nodes whose features are zeroed by ``mask_attributes``."""
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.methods if m not in AUGMENTATIONS]
+        if not self.methods or unknown:
+            raise ConfigError(f"unknown graph augmentation '{unknown[0] if unknown else ''}'; valid: "
+                              f"{', '.join(AUGMENTATIONS)}")
+        for name in ("drop_nodes", "perturb_edges", "mask_attributes"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ConfigError(f"augment.{name}={value} is out of range; valid range: [0, 1)")
+
+
+def random_rank(groups: Tensor, starts: Tensor, generator: torch.Generator | None) -> Tensor:
+    """A uniformly random rank ``0..count-1`` of every item within its group (``groups`` non-decreasing ids)."""
+    score = torch.rand(groups.numel(), generator=generator, dtype=torch.float64)
+    order = torch.argsort(groups.double() + score)                  # groups stay contiguous, shuffled inside
+    rank = torch.empty_like(groups)
+    rank[order] = torch.arange(groups.numel()) - starts[groups[order]]
+    return rank
+
+
+def drop_nodes(batch: GraphBatch, ratio: Tensor, generator: torch.Generator | None) -> GraphBatch:
+    """Drop ``⌊n_g · ratio[g]⌋`` random nodes of every graph ``g`` (never all of them) and their edges."""
+    counts, ptr = batch.node_counts(), batch.node_ptr()
+    k = torch.minimum(torch.floor(counts * ratio).long(), counts - 1)               # [G]
+    keep = random_rank(batch.batch, ptr, generator) >= k[batch.batch]               # [n]
+    new_id = torch.cumsum(keep.long(), 0) - 1
+    src, dst = batch.edge_index
+    kept_edges = keep[src] & keep[dst]
+    edges = new_id[batch.edge_index[:, kept_edges]]
+    return GraphBatch(batch.x[keep], edges, batch.batch[keep], batch.num_graphs)
+
+
+def perturb_edges(batch: GraphBatch, ratio: Tensor, generator: torch.Generator | None) -> GraphBatch:
+    """Drop ``⌊|E_g| · ratio[g]⌋`` random undirected edges of every graph and add as many random node pairs."""
+    src, dst = batch.edge_index
+    und = batch.edge_index[:, src <= dst]                                           # each undirected edge once
+    graph_of = batch.batch[und[0]]                                                  # [E_u], non-decreasing
+    e_counts = torch.bincount(graph_of, minlength=batch.num_graphs)
+    e_ptr = torch.cat([e_counts.new_zeros(1), e_counts.cumsum(0)])
+    m = torch.floor(e_counts * ratio).long()                                        # [G]
+    kept = und[:, random_rank(graph_of, e_ptr, generator) >= m[graph_of]]
+    owner = segment_ids(m)                                                          # [sum m]
+    n_g, start = batch.node_counts()[owner], batch.node_ptr()[owner]
+    pick = lambda: start + (torch.rand(owner.numel(), generator=generator) * n_g).long()  # noqa: E731
+    added = torch.stack([pick(), pick()]) if owner.numel() else und.new_zeros((2, 0))
+    edges = coalesce_undirected(torch.cat([kept, added], dim=1), batch.num_nodes)
+    return GraphBatch(batch.x, edges, batch.batch, batch.num_graphs)
+
+
+def mask_attributes(batch: GraphBatch, ratio: Tensor, generator: torch.Generator | None) -> GraphBatch:
+    """Zero the features of ``⌊n_g · ratio[g]⌋`` random nodes of every graph."""
+    counts, ptr = batch.node_counts(), batch.node_ptr()
+    k = torch.floor(counts * ratio).long()
+    masked = random_rank(batch.batch, ptr, generator) < k[batch.batch]
+    return GraphBatch(batch.x.masked_fill(masked[:, None], 0.0), batch.edge_index, batch.batch, batch.num_graphs)
+
+
+def augment(batch: GraphBatch, spec: GraphAugmentSpec, generator: torch.Generator | None = None) -> GraphBatch:
+    """One augmented view of ``batch`` (on the CPU): every graph gets one augmentation drawn from ``spec.methods``.
+
+    The number of graphs never changes; a graph keeps at least one node.
+    """
+    choice = torch.randint(len(spec.methods), (batch.num_graphs,), generator=generator)   # [G]
+
+    def ratio(name: str) -> Tensor:
+        chosen = torch.zeros(batch.num_graphs, dtype=torch.bool)
+        for i, method in enumerate(spec.methods):
+            if method == name:
+                chosen |= choice == i
+        return torch.where(chosen, torch.tensor(float(getattr(spec, name))), torch.tensor(0.0))
+
+    out = batch
+    if "perturb_edges" in spec.methods:
+        out = perturb_edges(out, ratio("perturb_edges"), generator)
+    if "mask_attributes" in spec.methods:
+        out = mask_attributes(out, ratio("mask_attributes"), generator)
+    if "drop_nodes" in spec.methods:
+        out = drop_nodes(out, ratio("drop_nodes"), generator)
+    return out
