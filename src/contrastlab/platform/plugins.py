@@ -33,6 +33,7 @@ BUILTIN_MODULES = (
     "contrastlab.plugins.curl",
     "contrastlab.plugins.simclr",
     "contrastlab.plugins.pu",
+    "contrastlab.plugins.recsys",
 )
 REGISTRY_HOOKS = {
     "register_losses": "loss",
