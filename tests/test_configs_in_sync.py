@@ -22,7 +22,7 @@ def _export_module():
 
 def test_configs_folder_is_in_sync_with_presets() -> None:
     rendered = _export_module().render_all()
-    assert {p.parts[1] for p in rendered} == {"curl", "simclr", "pu", "graph"}
+    assert {p.parts[1] for p in rendered} == {"curl", "simclr", "pu", "graph", "recsys"}
     for rel, text in rendered.items():
         path = ROOT / rel
         assert path.is_file(), f"{rel} missing: run `make configs`"

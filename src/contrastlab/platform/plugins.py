@@ -38,6 +38,7 @@ BUILTIN_MODULES = (
     "contrastlab.plugins.simclr",
     "contrastlab.plugins.pu",
     "contrastlab.plugins.graph",
+    "contrastlab.plugins.recsys",
 )
 REGISTRY_HOOKS = {
     "register_losses": "loss",

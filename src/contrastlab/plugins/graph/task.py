@@ -87,7 +87,7 @@ class GraphTask(TaskPlugin[GraphConfig]):
     config_model = GraphConfig
     presets = PRESETS
     default_preset = "smoke"
-    samplers = frozenset({"two_view"})
+    sampler_inputs = frozenset({"two_views"})
     encoders = frozenset({"gin"})
     primary_metric = "eval/svm_acc"
     higher_is_better = True

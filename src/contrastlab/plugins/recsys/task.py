@@ -1,0 +1,257 @@
+"""The ``recsys`` task plugin: contrastive collaborative filtering (BCL Appendix D) with any unsupervised loss.
+
+``platform train --plugin recsys --loss bcl --preset smoke``. Users are anchors, each training interaction's item
+is the positive, the other items of the batch (or sampled items) are the candidate negatives; the
+``ContrastiveBatch`` comes from the ``query_key`` sampler (:mod:`.pairs`), the encoder is MF or LightGCN
+(:mod:`.model`), and the final metrics are Precision/Recall/NDCG@5/10/20 on the per-user 4:1 test split with
+training items masked (:mod:`.metrics`). Only interactions reach the loss: they are the data, not labels, so
+label-aware losses (``supcon``, ``punce``, ``unbiased``) are refused before training and ``labels_used`` is false.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import torch
+
+import contrastlab as cl
+from contrastlab.platform.errors import ConfigError, ContrastlabError, UnknownNameError
+from contrastlab.platform.run import Run
+from contrastlab.platform.task import ComponentSpec, EvalOptions, TaskPlugin
+from contrastlab.plugins.recsys.config import FROM_DENSITY, PRESETS, RecsysConfig
+from contrastlab.plugins.recsys.data import Interactions, load_interactions
+from contrastlab.plugins.recsys.metrics import popularity_scorer, ranking_metrics
+from contrastlab.plugins.recsys.split import Split, split_per_user
+from contrastlab.plugins.recsys.trainer import Model, build_model, make_scorer, train_step
+
+TRAIN_SIZES = {"ml-100k": 80_000, "ml-1m": 800_167}
+"""Approximate training interactions of the MovieLens sets (BCL Table 9), for the time estimate only."""
+_SECONDS_PER_FLOP = {"cpu": 4.5e-10, "cuda": 5e-12}
+"""Rough seconds per multiply-add of a step: CPU fitted to the smoke preset and a MovieLens-1M-sized step on a
+2-core CPU (≈ 1.1 s per step at batch 2048); the CUDA value is a guess (no GPU was available)."""
+
+
+def loss_hparam_names(loss: str) -> set[str]:
+    """Hyperparameter names of the registered loss ``loss`` (unknown names raise with the valid ones)."""
+    return {hp.name for hp in cl.get_plugin_manager().registries["loss"].get(loss).hyperparameters}
+
+
+def losses_with(hparam: str) -> list[str]:
+    """Registered losses that have the hyperparameter ``hparam``."""
+    return sorted(c.name for c in cl.get_plugin_manager().registries["loss"]
+                  if any(hp.name == hparam for hp in c.hyperparameters))
+
+
+class RecsysTask(TaskPlugin[RecsysConfig]):
+    """Collaborative filtering: MF/LightGCN user and item embeddings trained with any contrastive loss."""
+
+    name = "recsys"
+    description = "Recommendation: MF/LightGCN trained with any loss; Precision/Recall/NDCG@K (MovieLens, CSV)"
+    config_model = RecsysConfig
+    presets = PRESETS
+    default_preset = "smoke"
+    gpu_presets = frozenset({"paper", "paper-ml1m"})
+    sampler_inputs = frozenset({"query_key"})
+    encoders = frozenset({"mf", "lightgcn"})
+    primary_metric = "eval/ndcg@20"
+    higher_is_better = True
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[Interactions, Split]] = {}
+
+    # ------------------------------------------------------------------ data
+    def problem(self, config: RecsysConfig) -> tuple[Interactions, Split]:
+        """The loaded interactions and their split (cached per data section)."""
+        key = json.dumps(config.data.model_dump(mode="json"), sort_keys=True)
+        if key not in self._cache:
+            d = config.data
+            data = load_interactions(d.dataset, d.root, min_rating=d.min_rating, csv_header=d.csv_header,
+                                     synthetic=d.synthetic.model_dump())
+            self._cache = {key: (data, split_per_user(data, d.test_fraction, d.split_seed))}
+        return self._cache[key]
+
+    def density(self, config: RecsysConfig) -> float:
+        """The interaction density τ⁺ = from-density uses (``config.density``: all interactions or train only)."""
+        data, split = self.problem(config)
+        return data.density if config.density == "all" else split.train_density
+
+    # ------------------------------------------------------------------ config
+    def label_kinds(self, config: RecsysConfig) -> frozenset[str]:
+        """None: batches carry interactions only (users and items have no observed classes)."""
+        return frozenset()
+
+    def prepare_config(self, config: RecsysConfig, explicit_keys: frozenset[str]) -> RecsysConfig:
+        """Resolve ``loss.tau_plus=from-density`` (and ``tau_plus_from_density``) to the interaction density,
+        before the loss's hyperparameters are range-checked; a loss without τ⁺ gets a one-line error."""
+        hps = config.loss.hparams()
+        asked = isinstance(hps.get("tau_plus"), str) and hps["tau_plus"].strip().lower() in {FROM_DENSITY,
+                                                                                           "from_density"}
+        try:
+            names = loss_hparam_names(config.loss.name)
+        except UnknownNameError:
+            return config  # reported with the valid names when the components are resolved
+        if asked and "tau_plus" not in names:
+            raise ConfigError(f"loss.tau_plus={FROM_DENSITY}: loss '{config.loss.name}' has no tau_plus "
+                              f"hyperparameter; losses with one: {', '.join(losses_with('tau_plus'))}")
+        auto = config.tau_plus_from_density and "tau_plus" in names and "loss.tau_plus" not in explicit_keys
+        if not (asked or auto):
+            return config
+        try:
+            value = self.density(config)
+        except ContrastlabError:
+            if asked:
+                raise  # the string cannot stay: say why the data could not be read
+            return config  # the auto default keeps the loss's default; check() reports the data problem
+        if not 0.0 < value < 1.0:
+            raise ConfigError(f"loss.tau_plus={FROM_DENSITY}: the density {value:.4g} is not in (0, 1)")
+        config.loss = ComponentSpec(name=config.loss.name, **{**hps, "tau_plus": value})
+        return config
+
+    def check(self, config: RecsysConfig) -> None:
+        """Refuse bad cut-offs, missing or malformed data and impossible sizes (labels: the core pre-flight)."""
+        ks = config.eval.ks
+        if not ks or min(ks) < 1 or 20 not in ks:
+            raise ConfigError(f"eval.ks={ks} must be positive cut-offs including 20 (the primary metric "
+                              f"{self.primary_metric})")
+        if config.data.synthetic.min_per_user > config.data.synthetic.max_per_user:
+            raise ConfigError("data.synthetic.min_per_user must be <= data.synthetic.max_per_user")
+        _, split = self.problem(config)
+        if max(ks) > split.num_items:
+            raise ConfigError(f"eval.ks={ks}: K={max(ks)} exceeds the {split.num_items} items")
+        if config.train.batch_size > len(split.train):
+            raise ConfigError(f"train.batch_size={config.train.batch_size} exceeds the {len(split.train)} "
+                              "training interactions; lower train.batch_size")
+        if config.train.negatives != "in_batch" and config.train.num_negatives > split.num_items:
+            raise ConfigError(f"train.num_negatives={config.train.num_negatives} exceeds the {split.num_items} "
+                              "items; lower it")
+
+    def estimate_seconds(self, config: RecsysConfig, device: str) -> float | None:
+        """Rough wall time: steps × (logits + graph propagation) multiply-adds × a per-device constant."""
+        d, t = config.data, config.train
+        n = TRAIN_SIZES.get(d.dataset)
+        if d.dataset == "synthetic":
+            s = d.synthetic
+            n = int(s.users * (s.min_per_user + s.max_per_user) / 2 * (1 - d.test_fraction))
+        if n is None:
+            return None
+        steps = t.epochs * max(1, n // t.batch_size)
+        steps = min(steps, t.max_steps) if t.max_steps else steps
+        dim = int(config.encoder.hparams().get("dim", 64))
+        layers = int(config.encoder.hparams().get("layers", 0))
+        keys = t.batch_size + (t.num_negatives if t.negatives != "in_batch" else 0)
+        flops = 3 * (keys * keys * dim + 2 * layers * 2 * n * dim)  # forward + backward
+        kind = "cuda" if str(device).startswith("cuda") else "cpu"
+        return steps * flops * _SECONDS_PER_FLOP[kind]
+
+    # ------------------------------------------------------------------ training
+    def train(self, config: RecsysConfig, run: Run) -> dict[str, float]:
+        """Contrastive training over the training interactions, periodic and final top-K evaluation."""
+        self.check(config)
+        dev = run.device
+        data, split = self.problem(config)
+        model = build_model(config, split, dev)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay)
+        loss_fn = cl.make_loss(config.loss.name, **config.loss.hparams()).to(dev)
+        run.labels_used = False  # interactions are the data; no observed labels ever reach the loss
+        t = config.train
+        n_train, B = len(split.train), t.batch_size
+        per_epoch = max(1, n_train // B)
+        total = t.epochs * per_epoch if t.max_steps is None else min(t.epochs * per_epoch, t.max_steps)
+        state = run.load_checkpoint(map_location=dev)
+        step, baselines = 0, {}
+        if state is not None:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            step, baselines = int(state["step"]), dict(state.get("baselines", {}))
+        evaluate = lambda: self._metrics(config, model, split, dev)  # noqa: E731
+        if state is None:
+            baselines["popularity"] = ranking_metrics(popularity_scorer(split, dev), split, config.eval.ks,
+                                                      config.eval.batch_users, dev, prefix="")
+            if config.eval.at_init:
+                init = evaluate()
+                run.log(init, 0)
+                baselines["init"] = {k.removeprefix("eval/"): v for k, v in init.items()}
+        self._record(run, config, data, split, total, baselines)
+
+        users_all, items_all = split.train.users.to(dev), split.train.items.to(dev)
+        keys = split.train.keys(split.num_items).to(dev) if t.mask_known_positives else None
+        seed = config.seed
+        window_loss, window_clamp, window_n, n_clamp = torch.zeros((), device=dev), torch.zeros((), device=dev), 0, 0
+        last_loss = math.nan
+
+        def save(at: int) -> None:
+            run.save_checkpoint({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                 "baselines": baselines}, at)
+
+        with run.progress(total, description="recsys", unit="step", initial=step) as bar:
+            while step < total:
+                epoch = step // per_epoch
+                order = torch.randperm(n_train, generator=torch.Generator().manual_seed(seed * 2**31 + epoch))
+                order = order.to(dev)
+                for j in range(step - epoch * per_epoch, per_epoch):
+                    idx = order[j * B:(j + 1) * B]
+                    sampled = None
+                    if t.negatives != "in_batch":  # one uniform draw per step, reproducible on resume
+                        g = torch.Generator().manual_seed(seed * 2**31 + 2**30 + step)
+                        sampled = torch.randperm(split.num_items, generator=g)[: t.num_negatives].to(dev)
+                    out = train_step(model, loss_fn, optimizer, users_all[idx], items_all[idx], sampled,
+                                     mode=t.negatives, train_keys=keys, num_items=split.num_items)
+                    step += 1
+                    window_loss += out.loss
+                    window_n += 1
+                    if out.clamped_frac is not None:
+                        window_clamp += out.clamped_frac.float()
+                        n_clamp += 1
+                    if step % t.log_every == 0 or step == total:
+                        last_loss = float(window_loss) / window_n
+                        scalars = {"train/loss": last_loss, "train/epoch": step / per_epoch}
+                        if n_clamp:
+                            scalars["train/clamped_frac"] = float(window_clamp) / n_clamp
+                        run.log(scalars, step)
+                        bar.update(window_n, loss=round(last_loss, 4))
+                        window_loss.zero_()
+                        window_clamp.zero_()
+                        window_n = n_clamp = 0
+                    if run.checkpoint_due(step) and step < total:
+                        save(step)
+                    if step >= total:
+                        break
+                every = config.eval.every_epochs
+                if every and (epoch + 1) % every == 0 and step < total:
+                    run.log(evaluate(), step)
+        if run.latest_checkpoint_step() != step:
+            save(step)
+        metrics = evaluate()
+        run.log(metrics, step)
+        if not math.isnan(last_loss):
+            metrics["train/loss"] = last_loss
+        return metrics
+
+    # ------------------------------------------------------------------ evaluation
+    def _metrics(self, config: RecsysConfig, model: Model, split: Split, dev: torch.device) -> dict[str, float]:
+        return ranking_metrics(make_scorer(model), split, config.eval.ks, config.eval.batch_users, dev)
+
+    def evaluate(self, run: Run, options: EvalOptions) -> dict[str, float]:
+        """Precision/Recall/NDCG@K of the latest checkpoint on the test split (``platform eval RUN_DIR``)."""
+        config = run.config
+        state = run.load_checkpoint(map_location=run.device, restore_rng=False)
+        if state is None:
+            raise ConfigError(f"run {run.dir} has no checkpoint; continue it with --resume {run.dir}")
+        _, split = self.problem(config)
+        model = build_model(config, split, run.device)
+        model.load_state_dict(state["model"])
+        return self._metrics(config, model, split, run.device)
+
+    def _record(self, run: Run, config: RecsysConfig, data: Interactions, split: Split, total: int,
+                baselines: dict[str, Any]) -> None:
+        tau = config.loss.hparams().get("tau_plus")
+        density = data.density if config.density == "all" else split.train_density
+        run.record(
+            split=split.summary(), density_all=data.density, density_train=split.train_density,
+            tau_plus=tau, tau_plus_is_density=isinstance(tau, float) and math.isclose(tau, density),
+            negatives=config.train.negatives, known_positives_masked=config.train.mask_known_positives,
+            score=config.sampler.hparams().get("similarity"), steps=total, baselines=baselines,
+            loss_inputs="user-item interactions only (no observed labels)",
+        )

@@ -1,0 +1,156 @@
+"""recsys data: MovieLens/CSV loaders on generated files and archives, bad input, and the per-user 4:1 split."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from contrastlab import ConfigError, DataMissingError
+from contrastlab.plugins.recsys.data import generate_synthetic, load_interactions
+from contrastlab.plugins.recsys.split import split_per_user
+
+# (user, item, rating, timestamp); user 10 rated item 7 twice (kept once), ids are not contiguous
+ROWS = [(1, 7, 5, 881250949), (1, 30, 3, 891717742), (10, 7, 4, 878887116), (10, 7, 2, 880606923),
+        (2, 30, 1, 886397596), (2, 99, 4, 884182806)]
+
+
+def _text(sep: str, rows=ROWS) -> str:
+    return "".join(sep.join(str(v) for v in row) + "\n" for row in rows)
+
+
+def write_ml(tmp: Path, variant: str, text: str, *, archive: bool = False) -> Path:
+    """Write ``<tmp>/<variant>/<file>`` or ``<tmp>/<variant>.zip`` as GroupLens ships them."""
+    name = "u.data" if variant == "ml-100k" else "ratings.dat"
+    if archive:
+        with zipfile.ZipFile(tmp / f"{variant}.zip", "w") as zf:
+            zf.writestr(f"{variant}/{name}", text)
+            zf.writestr(f"{variant}/README", "generated for a test")
+    else:
+        (tmp / variant).mkdir(parents=True, exist_ok=True)
+        (tmp / variant / name).write_text(text)
+    return tmp
+
+
+def _pairs(data) -> set[tuple[int, int]]:
+    return set(zip(data.users.tolist(), data.items.tolist(), strict=True))
+
+
+@pytest.mark.parametrize(("variant", "sep"), [("ml-100k", "\t"), ("ml-1m", "::")])
+@pytest.mark.parametrize("archive", [False, True])
+def test_movielens_folder_and_zip(tmp_path, variant, sep, archive):
+    root = write_ml(tmp_path, variant, _text(sep), archive=archive)
+    data = load_interactions(variant, str(root))
+    # users 1, 2, 10 → 0, 1, 2 (numeric order); items 7, 30, 99 → 0, 1, 2; the repeated (10, 7) kept once
+    assert (data.num_users, data.num_items, len(data)) == (3, 3, 5)
+    assert _pairs(data) == {(0, 0), (0, 1), (2, 0), (1, 1), (1, 2)}
+    assert data.density == pytest.approx(5 / 9)
+    if archive:  # the zip itself, or the folder holding it, both work
+        assert len(load_interactions(variant, str(tmp_path / f"{variant}.zip"))) == 5
+    else:
+        assert len(load_interactions(variant, str(tmp_path / variant))) == 5
+
+
+def test_min_rating_threshold_and_csv_with_and_without_header(tmp_path):
+    plain = tmp_path / "plain.csv"
+    plain.write_text(_text(","))
+    headed = tmp_path / "headed.csv"
+    headed.write_text("userId,movieId,rating,timestamp\n" + _text(","))
+    a, b = load_interactions("csv", str(plain)), load_interactions("csv", str(headed))
+    assert _pairs(a) == _pairs(b) and len(a) == 5
+    kept = load_interactions("csv", str(plain), min_rating=4)  # ratings >= 4: (1,7) (10,7) (2,99)
+    assert len(kept) == 3 and (kept.num_users, kept.num_items) == (3, 2)
+    ids = tmp_path / "ids.csv"  # text ids, two columns, no header
+    ids.write_text("alice,matrix\nbob,matrix\nbob,alien\n")
+    text_ids = load_interactions("csv", str(ids))
+    assert (text_ids.num_users, text_ids.num_items, len(text_ids)) == (2, 2, 3)
+    with pytest.raises(ConfigError, match="no rating column"):
+        load_interactions("csv", str(ids), min_rating=3)
+    forced = tmp_path / "forced.csv"
+    forced.write_text("user,item\n1,2\n")
+    assert len(load_interactions("csv", str(forced), csv_header=True)) == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        ("1\t7\t5\n", r"u\.data, line 1: expected 4 fields"),
+        ("1\t7\t5\t100\n2\t7\tfive\t100\n", r"line 2: rating 'five' is not a number"),
+        ("1\t7\t5\t100\n\t7\t5\t100\n", r"line 2: empty user or item id"),
+        ("1\t7\t5\t100\n2\t8\t5\tlater\n", r"line 2: timestamp 'later'"),
+        ("\n\n", r"no interaction rows"),
+    ],
+)
+def test_malformed_movielens_rows_are_one_line_errors(tmp_path, content, match):
+    root = write_ml(tmp_path, "ml-100k", content)
+    with pytest.raises(ConfigError, match=match) as info:
+        load_interactions("ml-100k", str(root))
+    assert "\n" not in str(info.value)
+
+
+def test_malformed_csv_and_missing_or_corrupt_files(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("1,2,5\n3\n")
+    with pytest.raises(ConfigError, match=r"bad.csv, line 2: expected 2 to 4 fields"):
+        load_interactions("csv", str(bad))
+    mixed = tmp_path / "mixed.csv"
+    mixed.write_text("1,2,5\n3,4\n")
+    with pytest.raises(ConfigError, match="line 2: 3 fields on the first row"):
+        load_interactions("csv", str(mixed))
+    with pytest.raises(DataMissingError, match="not found"):
+        load_interactions("csv", str(tmp_path / "nope.csv"))
+    with pytest.raises(ConfigError, match=r"data\.root=FILE"):
+        load_interactions("csv", None)
+    with pytest.raises(DataMissingError, match=r"grouplens\.org.*data\.root") as info:
+        load_interactions("ml-1m", str(tmp_path))
+    assert "\n" not in str(info.value) and "ml-1m.zip" in str(info.value)
+    (tmp_path / "ml-100k.zip").write_bytes(b"not a zip at all")
+    with pytest.raises(DataMissingError, match="corrupt archive"):
+        load_interactions("ml-100k", str(tmp_path))
+    with zipfile.ZipFile(tmp_path / "ml-1m.zip", "w") as zf:
+        zf.writestr("ml-1m/movies.dat", "1::Toy Story::Animation\n")
+    with pytest.raises(DataMissingError, match=r"has no ratings\.dat"):
+        load_interactions("ml-1m", str(tmp_path))
+    with pytest.raises(ConfigError, match="no interaction has rating >= 9"):
+        load_interactions("ml-100k", str(write_ml(tmp_path / "t", "ml-100k", _text("\t"))), min_rating=9)
+
+
+def test_split_is_deterministic_four_to_one_per_user_without_leakage():
+    data = generate_synthetic(users=60, items=30, min_per_user=5, max_per_user=20, seed=3)
+    a, b = split_per_user(data, 0.2, seed=7), split_per_user(data, 0.2, seed=7)
+    assert torch.equal(a.train.keys(30), b.train.keys(30)) and torch.equal(a.test.keys(30), b.test.keys(30))
+    assert not torch.equal(a.test.keys(30), split_per_user(data, 0.2, seed=8).test.keys(30))
+    train, test = set(a.train.keys(30).tolist()), set(a.test.keys(30).tolist())
+    assert not train & test and len(train) + len(test) == len(data)  # no pair on both sides, none lost
+    assert a.dropped_cold_items == 0  # 60 users on 30 items: every item has training interactions
+    per_user = torch.bincount(data.users, minlength=60)
+    assert torch.equal(torch.bincount(a.test.users, minlength=60), torch.round(per_user * 0.2).long())  # 4:1
+    assert torch.equal(a.train.indptr[1:] - a.train.indptr[:-1], torch.bincount(a.train.users, minlength=60))
+    assert torch.equal(a.train.keys(30), torch.sort(a.train.keys(30)).values)  # sorted by (user, item)
+
+
+def test_cold_test_items_are_dropped():
+    # item 4 belongs to user 0 only: when it lands in the test set the model has never seen it
+    rows = [(0, i) for i in range(5)] + [(u, i) for u in (1, 2, 3) for i in (0, 1, 2, 3, 5, 6, 7, 8, 9, 10)]
+    users, items = (torch.tensor(c) for c in zip(*rows, strict=True))
+    from contrastlab.plugins.recsys.data import Interactions
+
+    data = Interactions(users, items, 4, 11, "toy")
+    for seed in range(20):
+        split = split_per_user(data, 0.2, seed=seed)
+        seen = set(split.train.items.tolist())
+        assert set(split.test.items.tolist()) <= seen
+        assert len(split.train) + len(split.test) + split.dropped_cold_items == len(rows)
+    assert any(split_per_user(data, 0.2, seed=s).dropped_cold_items for s in range(20))
+
+
+def test_split_edge_cases():
+    one_each = generate_synthetic(users=5, items=10, min_per_user=1, max_per_user=1, seed=0)
+    with pytest.raises(ConfigError, match="no test interactions"):
+        split_per_user(one_each)  # a single item per user stays in training: nothing to test on
+    with pytest.raises(ConfigError, match="test_fraction"):
+        split_per_user(one_each, test_fraction=1.0)
+    with pytest.raises(ConfigError, match="min_per_user"):
+        generate_synthetic(users=5, items=10, min_per_user=11, max_per_user=12)
