@@ -89,7 +89,7 @@ def test_cli_train_writes_metrics_summary_and_reevaluates(tmp_path):
         (["--loss", "punce"], "loss 'punce' needs pu labels"),
         (["--loss", "dcl", "--set", "eval.ks=[5,10]"], "must be positive cut-offs including 20"),
         (["--loss", "dcl", "--set", "train.batch_size=100000"], "exceeds the"),
-        (["--loss", "dcl", "--sampler", "two_view"], "sampler 'two_view' consumes two_views, but plugin 'recsys' provides query_key"),
+        (["--loss", "dcl", "--sampler", "two_view"], "consumes two_views, but plugin 'recsys' provides query_key"),
         (["--loss", "dcl", "--set", "data.dataset=csv"], "needs data.root=FILE"),
     ],
 )

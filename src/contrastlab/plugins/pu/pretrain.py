@@ -16,7 +16,7 @@ import contrastlab as cl
 from contrastlab.data.augment import SimCLRAugment
 from contrastlab.losses.floors import ClampMeter
 from contrastlab.platform.run import Run
-from contrastlab.samplers import feed_views
+from contrastlab.pretraining import contrastive_step
 
 
 def pretrain_loop(
@@ -57,15 +57,10 @@ def pretrain_loop(
         for step in range(start_step + 1, steps + 1):
             idx = torch.randint(n, (bsz,), device=images.device)  # [B]
             x = images[idx]
-            x1, x2 = augment(x), augment(x)  # [B, C, H, W] each, two independent views
-            _, z = model(torch.cat([x1, x2]))  # [2B, d]
-            batch = feed_views(sampler, input_kind, z.view(2, bsz, -1), observed[idx] if label_aware else None)
-            loss = loss_fn(batch)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            clamp.update(loss_fn)
-            value = float(loss.detach())
+            views = torch.stack([augment(x), augment(x)])  # [2, B, C, H, W], two independent views
+            loss = contrastive_step(lambda v: model(v)[1], views, sampler, input_kind, loss_fn, optimizer,
+                                    labels=observed[idx] if label_aware else None, clamp=clamp)
+            value = float(loss)
             if step % log_every == 0 or step == steps:
                 metrics = {"pretrain/loss": value, **clamp.pop()}
                 if label_aware:

@@ -25,9 +25,8 @@ from contrastlab.encoders.heads import ContrastiveModel, ProjectionHead, feature
 from contrastlab.platform.sampler_contract import sampler_input
 from contrastlab.plugins.simclr.config import SimCLRConfig
 from contrastlab.plugins.simclr.optim import lr_factor, make_optimizer, set_lr
-from contrastlab.samplers import feed_views
+from contrastlab.pretraining import MOMENTUM_INPUTS, contrastive_batch, contrastive_step
 
-MOMENTUM_INPUTS = frozenset({"query_key", "queue"})
 """Sampler inputs fed as online queries against keys of a momentum (EMA) key encoder."""
 
 
@@ -116,24 +115,22 @@ class Trainer:
     def compute_loss(self, views: Tensor, labels: Tensor | None = None) -> Tensor:
         """Loss of one batch of views ``[V, B, C, H, W]``; ``labels`` ``[B]`` reach the sampler only for
         label-aware losses."""
-        V, B = views.shape[:2]
         y = labels if self.label_aware else None
-        if self.input in MOMENTUM_INPUTS:
-            q = self.embed(views[0])
-            with torch.no_grad(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
-                assert self.key_model is not None
-                _, k = self.key_model(views[1].contiguous(memory_format=self.memory_format))
-            return self.loss(self.sampler(q, _compute_dtype(k), labels=y))
-        z = self.embed(views.flatten(0, 1)).view(V, B, -1)                            # [V, B, d]
-        return self.loss(feed_views(self.sampler, self.input, z, y))
+        return self.loss(contrastive_batch(self.embed, views, self.sampler, self.input, y, self._embed_keys))
+
+    def _embed_keys(self, x: Tensor) -> Tensor:
+        """Keys of the momentum network for ``x`` ``[B, C, H, W]`` (called without gradient)."""
+        assert self.key_model is not None
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            _, k = self.key_model(x.contiguous(memory_format=self.memory_format))
+        return _compute_dtype(k)
 
     def step(self, views: Tensor, labels: Tensor | None = None, lr_scale: float = 1.0) -> Tensor:
         """One optimisation step on ``views`` ``[V, B, C, H, W]``; returns the detached loss (no host sync)."""
         set_lr(self.optimizer, self.config.train.lr, lr_scale)
-        loss = self.compute_loss(views, labels)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        y = labels if self.label_aware else None
+        loss = contrastive_step(self.embed, views, self.sampler, self.input, self.loss, self.optimizer, y,
+                                self._embed_keys)
         if self.key_model is not None:
             self.update_key_model()
         return loss.detach()
