@@ -141,9 +141,7 @@ def train_point(
         with open(log, "a") as fh:
             fh.write(f"# ray task on {socket.gethostname()} pid {os.getpid()}\n$ {' '.join(cmd)}\n")
             fh.flush()
-            proc = subprocess.Popen(
-                cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent
-            )
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
             rc = proc.wait()
         seconds = time.monotonic() - t0
         ok = rc == 0 and runner.run_state(run_dir) == "completed"
@@ -255,8 +253,7 @@ def run_grid_ray(
                 land(p, out, value["shipped"])
                 results[i] = runner.JobResult(p, run_dir, "completed", None, float(value["seconds"]))
                 console.print(
-                    f"done {p.label} s{p.seed} ({value['seconds']:.0f} s on {value['host']}); "
-                    f"{len(results)}/{total}",
+                    f"done {p.label} s{p.seed} ({value['seconds']:.0f} s on {value['host']}); {len(results)}/{total}",
                     highlight=False,
                     soft_wrap=True,
                 )
