@@ -23,7 +23,7 @@ pytest.importorskip("ray")
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 TINY = [
-    "--preset", "smoke", "--set", "train.epochs=3", "--set", "eval.every_epochs=1",
+    "--preset", "smoke", "--set", "train.epochs=2", "--set", "eval.every_epochs=1",
     "--set", "data.synthetic.users=100", "--set", "data.synthetic.items=100",
 ]  # fmt: skip
 
