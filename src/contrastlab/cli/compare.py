@@ -17,7 +17,7 @@ import typer
 from contrastlab.cli.common import console, err_console, print_commands, say, shell_command, user_errors
 from contrastlab.experiments import grid as cmp
 from contrastlab.experiments import runner
-from contrastlab.experiments.plan import eta_lines, make_plan
+from contrastlab.experiments.plan import eta_lines, make_plan, make_tuned_plan
 from contrastlab.platform.errors import ConfigError
 from contrastlab.platform.rundir import check_writable_dir
 
@@ -53,6 +53,8 @@ HELP = {
     "max_retries": "Ray backend: retries of a run whose process failed or whose worker was lost (default: 2).",
     "shared_fs": "Ray backend: whether workers see --out (default: detected per task through a marker file); "
     "--no-shared-fs always ships finished run directories back to the driver.",
+    "tuned": "A `platform tune` output directory (repeatable): compare each study's best configuration on fresh "
+    "seeds, e.g. --tuned tune/infonce --tuned tune/dcl --seeds 5 (see docs/tune.md).",
     "dirs": "Run directories, or folders containing them, e.g. compare/simclr-1a2b3c4d runs/simclr.",
     "report_out": "Where to write the outputs, e.g. --out report/ (default: the first DIR).",
     "curve": "Metric tag to plot as the learning curve, e.g. --curve eval/knn_top1 "
@@ -165,6 +167,7 @@ def add_compare_commands(app: typer.Typer) -> None:
         gpus_per_run: Annotated[float, typer.Option(help=HELP["gpus_per_run"])] = 0.0,
         max_retries: Annotated[int, typer.Option(help=HELP["max_retries"])] = 2,
         shared_fs: Annotated[bool | None, typer.Option("--shared-fs/--no-shared-fs", help=HELP["shared_fs"])] = None,
+        tuned: Annotated[list[Path] | None, typer.Option(help=HELP["tuned"])] = None,
     ) -> None:
         """Run a loss × hyperparameter × seed grid as separate processes, then write the results table, plots
         and a side-by-side TensorBoard logdir.
@@ -197,7 +200,12 @@ def add_compare_commands(app: typer.Typer) -> None:
         if jobs is not None and jobs < 1:
             raise ConfigError(f"--jobs {jobs}: must be ≥ 1")
         slots: list[str | None] = cmp.parse_devices(devices) if devices is not None else [None] * (jobs or 1)
-        plan = make_plan(plugin, loss, recipe, seeds, seed_list, preset, sets, grid or [])
+        if tuned and (plugin or loss or recipe or grid or preset):
+            raise ConfigError("--tuned takes the plugin, loss, preset and values from the studies; drop the others")
+        if tuned:
+            plan = make_tuned_plan(tuned, seeds, seed_list, sets)
+        else:
+            plan = make_plan(plugin, loss, recipe, seeds, seed_list, preset, sets, grid or [])
         configs = cmp.validate_points(plan.points)
         out_dir = out or plan.default_out
         states = [runner.run_state(p.run_dir(out_dir)) for p in plan.points]

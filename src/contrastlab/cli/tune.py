@@ -118,7 +118,7 @@ def add_tune_commands(app: typer.Typer) -> None:
 
             write_tables(the_study, out_dir, task.primary_metric)
             write_plots(the_study, out_dir, task.primary_metric)
-        best = tn.write_best(the_study, out_dir)
+        best = tn.write_best(the_study, spec)
         say((out_dir / "trials.md").read_text())
         for name_ in ("trials.csv", "trials.md", "history.png", "importance.png"):
             say(f"{name_:15s} {out_dir / name_}")

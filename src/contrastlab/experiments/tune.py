@@ -228,6 +228,7 @@ def objective(spec: TuneSpec, trial: Any) -> float:
     trial.set_user_attr("pid", os.getpid())
     trial_out = spec.out / "trials" / f"{trial.number:04d}"
     trial.set_user_attr("dir", str(trial_out))
+    trial.set_user_attr("values", values)
     points = spec.points(values)
     if spec.ray is not None:
         from contrastlab.experiments.ray_runner import run_grid_ray
@@ -313,9 +314,13 @@ def best_trial(study: Any) -> Any | None:
         return None
 
 
-def write_best(study: Any, out: Path) -> Path | None:
+def write_best(study: Any, spec: TuneSpec) -> Path | None:
     """``OUT/best.yaml``: the resolved ``config.yaml`` of the best trial's first run (accepted by
-    ``platform train --config``), with a comment naming the trial and its value."""
+    ``platform train --config``), with a comment naming the trial and its value; and ``OUT/best.json`` (what
+    ``platform compare --tuned`` reads)."""
+    import json
+
+    out = spec.out
     best = best_trial(study)
     if best is None:
         return None
@@ -326,4 +331,16 @@ def write_best(study: Any, out: Path) -> Path | None:
     head = f"# best trial {best.number}: value {best.value:.6g}; params {best.params}\n"
     path = out / "best.yaml"
     path.write_text(head + source.read_text())
+    record = {
+        "plugin": spec.plugin.name,
+        "loss": spec.loss,
+        "preset": spec.preset,
+        "sets": spec.sets,
+        "params": best.user_attrs.get("values") or {k: str(v) for k, v in best.params.items()},
+        "seeds": spec.seeds,
+        "trial": best.number,
+        "value": best.value,
+        "metric": spec.plugin.primary_metric,
+    }
+    (out / "best.json").write_text(json.dumps(record, indent=2))
     return path
