@@ -109,3 +109,27 @@ def test_killed_study_resumes_to_exactly_four_trials_and_best_config_trains(tmp_
     done = subprocess.run(train, capture_output=True, text=True, env=env(), timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "runs" / "recsys" / "dcl" / "best" / "summary.json").is_file()
+
+
+def test_tuned_plan_uses_each_studys_values_on_fresh_seeds(tmp_path):
+    import json
+
+    from contrastlab.experiments.plan import make_tuned_plan
+
+    for loss, params in (("infonce", {"sampler.temperature": "0.3"}), ("dcl", {"loss.tau_plus": "0.05"})):
+        (tmp_path / loss).mkdir()
+        record = {"plugin": "recsys", "loss": loss, "preset": "smoke", "sets": ["train.epochs=1"], "params": params,
+                  "seeds": [1, 2]}  # fmt: skip
+        (tmp_path / loss / "best.json").write_text(json.dumps(record))
+    plan = make_tuned_plan([tmp_path / "infonce", tmp_path / "dcl"], 2, None, [])
+    assert [(p.loss, p.seed, p.grid) for p in plan.points] == [
+        ("infonce", 3, (("sampler.temperature", "0.3"),)),
+        ("infonce", 4, (("sampler.temperature", "0.3"),)),
+        ("dcl", 3, (("loss.tau_plus", "0.05"),)),
+        ("dcl", 4, (("loss.tau_plus", "0.05"),)),
+    ]
+    assert plan.preset == "smoke" and plan.points[0].sets == ("train.epochs=1",) and plan.rows == []
+    with pytest.raises(ConfigError, match="used for tuning"):
+        make_tuned_plan([tmp_path / "dcl"], None, "2,5", [])
+    with pytest.raises(ConfigError, match=r"no best\.json"):
+        make_tuned_plan([tmp_path], None, None, [])

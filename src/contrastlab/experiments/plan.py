@@ -184,7 +184,8 @@ def make_tuned_plan(
     spec = {"plugin": task.name, "tuned": [str(d) for d in dirs], "losses": losses, "seeds": seed_values,
             "sets": extra}  # fmt: skip
     out = Path("compare") / f"tuned-{task.name}-{hashlib.sha1(ident.encode()).hexdigest()[:8]}"
-    return Plan(f"tuned {task.name}: {', '.join(losses)}", task, preset, points, out, None, spec)
+    # rows=[]: one table row; each loss is a column labelled with its tuned values (they differ per loss)
+    return Plan(f"tuned {task.name}: {', '.join(losses)}", task, preset, points, out, [], spec)
 
 
 def read_json_file(path: Path) -> dict[str, Any] | None:
