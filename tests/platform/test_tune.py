@@ -133,3 +133,46 @@ def test_tuned_plan_uses_each_studys_values_on_fresh_seeds(tmp_path):
         make_tuned_plan([tmp_path / "dcl"], None, "2,5", [])
     with pytest.raises(ConfigError, match=r"no best\.json"):
         make_tuned_plan([tmp_path], None, None, [])
+
+
+FAKE_TRAIN = """
+import json, sys, time
+from pathlib import Path
+argv = sys.argv[1:]
+opt = lambda name: argv[argv.index(name) + 1]
+run_dir = Path(opt("--logdir")) / opt("--plugin") / opt("--loss") / opt("--run-name")
+run_dir.mkdir(parents=True)
+(run_dir / "config.yaml").write_text("seed: 1\\n")
+with open(run_dir / "metrics.jsonl", "a", buffering=1) as fh:
+    for step in range(40):
+        fh.write(json.dumps({"step": step, "eval/score": 0.1}) + "\\n")
+        time.sleep(0.1)
+(run_dir / "summary.json").write_text(json.dumps({"metrics": {"eval/score": 0.1}}))
+(run_dir / "run.json").write_text(json.dumps({"status": "completed"}))
+"""
+
+
+def test_pruning_reads_the_curve_while_the_run_trains_and_stops_it(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from contrastlab.experiments import runner
+    from contrastlab.experiments import tune as tn
+
+    script = tmp_path / "fake_train.py"
+    script.write_text(FAKE_TRAIN)
+    monkeypatch.setattr(runner, "platform_base_command", lambda: [sys.executable, str(script)])
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.MedianPruner(n_startup_trials=1))
+    earlier = study.ask()
+    for step in range(40):
+        earlier.report(1.0, step)
+    study.tell(earlier, 1.0)
+    plugin = SimpleNamespace(name="fake", primary_metric="eval/score", higher_is_better=True)
+    spec = tn.TuneSpec(plugin, "dcl", "smoke", [], [tn.parse_search("loss.tau_plus=uniform(0.01,0.3)")], [1], tmp_path)
+    spec.poll = 0.1
+    trial = study.ask()
+    (point,) = spec.points({"loss.tau_plus": "0.1"})
+    start = time.monotonic()
+    with pytest.raises(optuna.TrialPruned):
+        tn.train_locally(spec, point, tmp_path / "t", trial, prune=True)
+    assert time.monotonic() - start < 3.5  # stopped well before the 4 s the fake run takes
+    assert not (point.run_dir(tmp_path / "t") / "summary.json").exists()
