@@ -25,6 +25,7 @@ import os
 import secrets
 import socket
 import tarfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +38,7 @@ from contrastlab.platform.errors import ConfigError
 MARKER = ".ray-driver"
 """File in ``OUT`` whose token tells a Ray task that it sees the driver's ``OUT``."""
 INSTALL_HINT = "the ray backend needs Ray: pip install 'contrastlab[ray]'"
+_CONNECT_LOCK = threading.Lock()  # `platform tune --parallel N` connects from several threads
 
 
 def import_ray() -> Any:
@@ -66,6 +68,11 @@ def connect(address: str | None) -> Any:
     """Connect to the Ray cluster at ``address`` (``auto``, ``HOST:PORT``), or start a local one when ``None``."""
     check_address(address)
     ray = import_ray()
+    with _CONNECT_LOCK:
+        return _connect(ray, address)
+
+
+def _connect(ray: Any, address: str | None) -> Any:
     if ray.is_initialized():
         return ray
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
