@@ -210,15 +210,16 @@ def add_compare_commands(app: typer.Typer) -> None:
         out_dir = out or plan.default_out
         states = [runner.run_state(p.run_dir(out_dir)) for p in plan.points]
         counts = {s: states.count(s) for s in ("completed", "resume", "fresh")}
+        where = f"{len(slots)} at a time" if ray_opts is None else "on Ray, as many at a time as resources allow"
         err_console.print(
             f"{plan.title}: preset {plan.preset}, {len(plan.points)} runs → {out_dir}: {counts['completed']} finished "
-            f"(skipped), {counts['resume']} to resume, {counts['fresh']} new; {len(slots)} at a time; "
+            f"(skipped), {counts['resume']} to resume, {counts['fresh']} new; {where}; "
             f"logs in {out_dir / 'logs'}",
             highlight=False,
             soft_wrap=True,
         )
         pending = [p for p, s in zip(plan.points, states, strict=True) if s != "completed"]
-        for line in eta_lines(plan, pending, configs, slots):
+        for line in eta_lines(plan, pending, configs, slots) if ray_opts is None else []:
             style = "bold yellow" if line.startswith("warning:") else None
             err_console.print(line, style=style, highlight=False, soft_wrap=True)
         if dry_run:
