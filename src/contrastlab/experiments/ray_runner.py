@@ -193,7 +193,7 @@ def land(point: GridPoint, out: Path, shipped: dict[str, Any] | None) -> None:
 
 
 def _failure_text(exc: BaseException) -> tuple[str, dict[str, Any] | None]:
-    cause = getattr(exc, "cause", None)
+    cause = exc if isinstance(exc, RunFailedError) else getattr(exc, "cause", None)
     if isinstance(cause, RunFailedError):
         return cause.error, cause.shipped
     lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
