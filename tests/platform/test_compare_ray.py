@@ -117,3 +117,18 @@ def test_ray_ships_run_directories_back_without_a_shared_filesystem(cluster, tmp
     (log,) = (out / "logs" / "recsys" / "dcl").glob("*.log")
     assert "contrastlab-ray-" in log.read_text()  # it trained in the worker's scratch directory
     assert statuses(out) == {"dcl-s1": "completed"}
+
+
+def test_ray_run_that_keeps_failing_is_retried_then_marked_failed(cluster, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without CUDA (the failing run asks for --device cuda)")
+    out = tmp_path / "fail"
+    proc = compare(out, cluster, "--loss", "dcl", "--set", "device=cuda", "--max-retries", "1")
+    text, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, text
+    (log,) = (out / "logs" / "recsys" / "dcl").glob("*.log")
+    assert log.read_text().count("# ray task on") == 2  # the first attempt and one retry
+    assert statuses(out) == {"dcl-s1": "failed"}
+    assert "CUDA is not available" in (out / "results.md").read_text()
