@@ -26,6 +26,8 @@ HELP = {
     "study": "Study name in the storage (default: <plugin>-<loss>).",
     "pruner": "median (stop a trial whose first seed's curve is below the median of earlier trials at the same "
     "step; 5 start-up trials) or none.",
+    "prune_on": "Metric tag whose curve the pruner watches (default: the primary metric), e.g. --prune-on "
+    "eval/knn_top1 for simclr, whose primary eval/linear_top1 is only measured at the end of a run.",
     "device": "--device of every run, e.g. cuda:0 (default: the config's).",
     "parallel": "Trials at a time in this worker (default: 1; useful with --backend ray).",
 }
@@ -48,6 +50,7 @@ def add_tune_commands(app: typer.Typer) -> None:
         storage: Annotated[str | None, typer.Option(help=HELP["storage"])] = None,
         study: Annotated[str | None, typer.Option(help=HELP["study"])] = None,
         pruner: Annotated[str, typer.Option(help=HELP["pruner"])] = "median",
+        prune_on: Annotated[str | None, typer.Option(help=HELP["prune_on"])] = None,
         device: Annotated[str | None, typer.Option(help=HELP["device"])] = None,
         parallel: Annotated[int, typer.Option(help=HELP["parallel"])] = 1,
         backend: Annotated[str, typer.Option(help=COMPARE_HELP["backend"])] = "local",
@@ -92,7 +95,7 @@ def add_tune_commands(app: typer.Typer) -> None:
         chosen = require_preset(task, preset)
         out_dir = (out or Path("tune") / f"{task.name}-{loss}").resolve()
         spec = tn.TuneSpec(task, loss, chosen, sets, params, list(range(1, seeds_per_trial + 1)), out_dir, device)
-        spec.ray = ray_opts
+        spec.ray, spec.prune_on = ray_opts, prune_on
         spec.validate()
         tn.import_optuna()
         url = storage or f"sqlite:///{out_dir / 'study.db'}"

@@ -5,7 +5,8 @@
   a ``loss.*`` key must be a hyperparameter of the chosen loss.
 * **Objective.** The plugin's primary metric in ``summary.json``, averaged over ``--seeds-per-trial`` seeds
   (seeds 1..N, the same for every trial); maximised when the plugin says higher is better, else minimised.
-* **Pruning.** While a trial's *first* seed trains, the driver reads the primary metric's curve from the run's
+* **Pruning.** While a trial's *first* seed trains, the driver reads the primary metric's curve (or
+  ``--prune-on TAG``'s) from the run's
   ``metrics.jsonl`` (what the plugin logs through ``Run.log`` at each evaluation) every ``poll`` seconds and
   reports each new point to Optuna with ``trial.report(value, step)``; when the pruner (``median``: Optuna's
   ``MedianPruner`` with 5 start-up trials) says so, the process is stopped and the trial is ``PRUNED``. The
@@ -148,6 +149,9 @@ class TuneSpec:
     """Ray options (``address``, ``cpus_per_run``, ...) or ``None`` for local processes."""
     poll: float = 0.5
     """Seconds between reads of ``metrics.jsonl`` for pruning."""
+    prune_on: str | None = None
+    """Metric tag whose curve is reported for pruning (default: the primary metric; simclr: ``eval/knn_top1``,
+    since its primary ``eval/linear_top1`` is only measured at the end). Same direction as the objective."""
 
     @property
     def direction(self) -> str:
@@ -186,6 +190,7 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
     """Run one seed as a ``platform train`` process; with ``prune``, report its curve to ``trial`` while it runs."""
     optuna = import_optuna()
     run_dir, primary = point.run_dir(trial_out), spec.plugin.primary_metric
+    curve = spec.prune_on or primary
     log = trial_out / "logs" / f"{point.run_name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     cmd = runner.train_command(point, trial_out, spec.device, runner.platform_base_command())
@@ -193,7 +198,7 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
     reported: set[int] = set()
 
     def report() -> bool:
-        for step, value in load_curves(run_dir).get(primary, []):
+        for step, value in load_curves(run_dir).get(curve, []):
             if step not in reported:
                 reported.add(step)
                 trial.report(value, step)
