@@ -99,7 +99,15 @@ def unpack(data: bytes, dest: Path) -> None:
     """Unpack :func:`pack` bytes into ``dest`` (members must stay inside ``dest``)."""
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        tar.extractall(dest, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+            return
+        root = dest.resolve()  # pragma: no cover - Pythons without extraction filters (< 3.10.12 / 3.11.4)
+        for member in tar.getmembers():
+            target = (root / member.name).resolve()
+            if not (member.isfile() or member.isdir()) or (target != root and root not in target.parents):
+                raise ValueError(f"refusing to unpack {member.name!r} outside {dest}")
+        tar.extractall(dest)
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
