@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv and install contrastlab with pinned torch/mujoco (constraints.txt); fetch Fashion-MNIST via apt.
+# Create .venv and install contrastlab (extras dev, ray, tune) with pinned torch/mujoco (constraints.txt); fetch Fashion-MNIST via apt.
 # Idempotent: re-running skips the install when pyproject.toml and constraints.txt are unchanged.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +15,7 @@ stamp="$VENV/.contrastlab-setup"
 want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "[setup] installing contrastlab (torch==2.13.0, mujoco==3.17.0 pinned by constraints.txt)"
-  "$VENV/bin/python" -m pip install --quiet -c constraints.txt -e ".[dev]"
+  "$VENV/bin/python" -m pip install --quiet -c constraints.txt -e ".[dev,ray,tune]"
   echo "$want" > "$stamp"
 else
   echo "[setup] environment up to date"

@@ -24,6 +24,7 @@ from rich.table import Table
 from contrastlab.cli import train as commands_train
 from contrastlab.cli.common import console, user_errors
 from contrastlab.cli.compare import add_compare_commands
+from contrastlab.cli.tune import add_tune_commands
 from contrastlab.platform.config import config_to_yaml, resolve_config
 from contrastlab.platform.errors import ConfigError, UnknownNameError
 from contrastlab.platform.plugins import get_plugin_manager, get_task_plugin, registry
@@ -215,6 +216,7 @@ commands_train.add_train_commands(app)
 
 
 add_compare_commands(app)
+add_tune_commands(app)
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ import typer
 from contrastlab.cli.common import console, err_console, print_commands, say, shell_command, user_errors
 from contrastlab.experiments import grid as cmp
 from contrastlab.experiments import runner
-from contrastlab.experiments.plan import eta_lines, make_plan
+from contrastlab.experiments.plan import eta_lines, make_plan, make_tuned_plan
 from contrastlab.platform.errors import ConfigError
 from contrastlab.platform.rundir import check_writable_dir
 
@@ -44,6 +44,17 @@ HELP = {
     "rows": "Comma-separated config keys naming the table rows, e.g. --rows env.task (default: every "
     "varying key not under loss.).",
     "dry_run": "Print the preset, run count, ETA and the expanded grid (new/resume/finished), then stop.",
+    "backend": "Where the runs execute: local (a process pool on this machine, the default) or ray (one Ray task "
+    "per run on a Ray cluster; needs contrastlab[ray]; see docs/compare.md).",
+    "address": "Ray cluster to use with --backend ray: auto (the cluster `ray start` started here), HOST:PORT of a "
+    "head node, or omit to start a private local Ray instance.",
+    "cpus_per_run": "CPUs each run declares to Ray, e.g. --cpus-per-run 2 (default: 1).",
+    "gpus_per_run": "GPUs each run declares to Ray, e.g. --gpus-per-run 0.25 packs 4 runs per GPU (default: 0).",
+    "max_retries": "Ray backend: retries of a run whose process failed or whose worker was lost (default: 2).",
+    "shared_fs": "Ray backend: whether workers see --out (default: detected per task through a marker file); "
+    "--no-shared-fs always ships finished run directories back to the driver.",
+    "tuned": "A `platform tune` output directory (repeatable): compare each study's best configuration on fresh "
+    "seeds, e.g. --tuned tune/infonce --tuned tune/dcl --seeds 5 (see docs/tune.md).",
     "dirs": "Run directories, or folders containing them, e.g. compare/simclr-1a2b3c4d runs/simclr.",
     "report_out": "Where to write the outputs, e.g. --out report/ (default: the first DIR).",
     "curve": "Metric tag to plot as the learning curve, e.g. --curve eval/knn_top1 "
@@ -101,6 +112,36 @@ def print_results(out: Path) -> None:
     )
 
 
+def check_backend(
+    backend: str,
+    address: str | None,
+    jobs: int | None,
+    devices: str | None,
+    cpus: float,
+    gpus: float,
+    retries: int,
+) -> dict | None:
+    """Validate the backend options before anything runs; the Ray keyword arguments, or ``None`` for local.
+    An unreachable ``--address`` or a missing ``ray`` package is a one-line error here (nothing written yet)."""
+    if backend not in ("local", "ray"):
+        raise ConfigError(f"--backend {backend}: choose local or ray")
+    if backend == "local":
+        if address is not None:
+            raise ConfigError("--address needs --backend ray")
+        return None
+    if jobs is not None or devices is not None:
+        raise ConfigError("--jobs/--devices are for --backend local; with ray use --cpus-per-run/--gpus-per-run")
+    if cpus < 0 or gpus < 0 or cpus + gpus <= 0:
+        raise ConfigError(f"--cpus-per-run {cpus:g} --gpus-per-run {gpus:g}: must be ≥ 0 and not both 0")
+    if retries < 0:
+        raise ConfigError(f"--max-retries {retries}: must be ≥ 0")
+    from contrastlab.experiments.ray_runner import check_address, import_ray
+
+    import_ray()
+    check_address(address)
+    return {"address": address, "cpus_per_run": cpus, "gpus_per_run": gpus, "max_retries": retries}
+
+
 def add_compare_commands(app: typer.Typer) -> None:
     """Add ``compare`` and ``report`` to ``app``."""
 
@@ -120,6 +161,13 @@ def add_compare_commands(app: typer.Typer) -> None:
         out: Annotated[Path | None, typer.Option(help=HELP["out"])] = None,
         rows: Annotated[str | None, typer.Option(help=HELP["rows"])] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help=HELP["dry_run"])] = False,
+        backend: Annotated[str, typer.Option(help=HELP["backend"])] = "local",
+        address: Annotated[str | None, typer.Option(help=HELP["address"])] = None,
+        cpus_per_run: Annotated[float, typer.Option(help=HELP["cpus_per_run"])] = 1.0,
+        gpus_per_run: Annotated[float, typer.Option(help=HELP["gpus_per_run"])] = 0.0,
+        max_retries: Annotated[int, typer.Option(help=HELP["max_retries"])] = 2,
+        shared_fs: Annotated[bool | None, typer.Option("--shared-fs/--no-shared-fs", help=HELP["shared_fs"])] = None,
+        tuned: Annotated[list[Path] | None, typer.Option(help=HELP["tuned"])] = None,
     ) -> None:
         """Run a loss × hyperparameter × seed grid as separate processes, then write the results table, plots
         and a side-by-side TensorBoard logdir.
@@ -141,27 +189,37 @@ def add_compare_commands(app: typer.Typer) -> None:
           platform compare --plugin curl --loss infonce,dcl --grid loss.tau_plus=0.01,0.1 --preset paper --seeds 3
 
           platform compare --plugin pu --loss infonce,pucl --grid loss.alpha=0.3,0.5 --preset paper --devices 0,1
+
+          platform compare --plugin simclr --loss infonce,dcl --preset paper --seeds 5 --backend ray --address auto
+          --gpus-per-run 0.25
         """
+        ray_opts = check_backend(backend, address, jobs, devices, cpus_per_run, gpus_per_run, max_retries)
         sets = [cmp.parse_set(s) for s in set_ or []]
         if jobs is not None and devices is not None:
             raise ConfigError("--jobs and --devices are exclusive: --devices runs one process per listed GPU")
         if jobs is not None and jobs < 1:
             raise ConfigError(f"--jobs {jobs}: must be ≥ 1")
         slots: list[str | None] = cmp.parse_devices(devices) if devices is not None else [None] * (jobs or 1)
-        plan = make_plan(plugin, loss, recipe, seeds, seed_list, preset, sets, grid or [])
+        if tuned and (plugin or loss or recipe or grid or preset):
+            raise ConfigError("--tuned takes the plugin, loss, preset and values from the studies; drop the others")
+        if tuned:
+            plan = make_tuned_plan(tuned, seeds, seed_list, sets)
+        else:
+            plan = make_plan(plugin, loss, recipe, seeds, seed_list, preset, sets, grid or [])
         configs = cmp.validate_points(plan.points)
         out_dir = out or plan.default_out
         states = [runner.run_state(p.run_dir(out_dir)) for p in plan.points]
         counts = {s: states.count(s) for s in ("completed", "resume", "fresh")}
+        where = f"{len(slots)} at a time" if ray_opts is None else "on Ray, as many at a time as resources allow"
         err_console.print(
             f"{plan.title}: preset {plan.preset}, {len(plan.points)} runs → {out_dir}: {counts['completed']} finished "
-            f"(skipped), {counts['resume']} to resume, {counts['fresh']} new; {len(slots)} at a time; "
+            f"(skipped), {counts['resume']} to resume, {counts['fresh']} new; {where}; "
             f"logs in {out_dir / 'logs'}",
             highlight=False,
             soft_wrap=True,
         )
         pending = [p for p, s in zip(plan.points, states, strict=True) if s != "completed"]
-        for line in eta_lines(plan, pending, configs, slots):
+        for line in eta_lines(plan, pending, configs, slots) if ray_opts is None else []:
             style = "bold yellow" if line.startswith("warning:") else None
             err_console.print(line, style=style, highlight=False, soft_wrap=True)
         if dry_run:
@@ -177,7 +235,12 @@ def add_compare_commands(app: typer.Typer) -> None:
             spec["runs"] = [str(p.run_dir(out_dir)) for p in plan.points]
             (out_dir / "compare.json").write_text(json.dumps(spec, indent=2))
             try:
-                results = runner.run_grid(plan.points, out_dir, slots=slots, console=err_console)
+                if ray_opts is None:
+                    results = runner.run_grid(plan.points, out_dir, slots=slots, console=err_console)
+                else:
+                    from contrastlab.experiments.ray_runner import run_grid_ray
+
+                    results = run_grid_ray(plan.points, out_dir, console=err_console, shared_fs=shared_fs, **ray_opts)
             except KeyboardInterrupt:
                 err_console.print(
                     "interrupted; run the same command again to resume the unfinished runs", soft_wrap=True

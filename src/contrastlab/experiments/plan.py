@@ -144,3 +144,54 @@ def eta_lines(
             f"for a quick check use --preset {plan.plugin.default_preset}"
         )
     return lines
+
+
+def make_tuned_plan(
+    dirs: Sequence[Path], seeds: int | None, seed_list: str | None, sets: Sequence[tuple[str, str]]
+) -> Plan:
+    """``platform compare --tuned DIR ...``: each DIR's ``best.json`` (written by ``platform tune``) is one loss at
+    its tuned values, run on seeds the tuning never used (``--seeds N``: the N seeds after the largest tuning
+    seed; ``--seed-list``: exactly those, none of them a tuning seed)."""
+    records = []
+    for d in dirs:
+        rec = read_json_file(Path(d) / "best.json")
+        if not rec:
+            raise ConfigError(f"--tuned {d}: no best.json (run `platform tune ... --out {d}` first)")
+        records.append(rec)
+    kinds = {(r["plugin"], r["preset"]) for r in records}
+    if len(kinds) != 1:
+        raise ConfigError(f"--tuned: the studies differ in plugin/preset ({sorted(kinds)}); compare like with like")
+    losses = [r["loss"] for r in records]
+    if len(set(losses)) != len(losses):
+        raise ConfigError(f"--tuned: a loss appears twice ({', '.join(losses)})")
+    plugin_name, preset = kinds.pop()
+    used = {int(s) for r in records for s in r.get("seeds", [])}
+    if seed_list is not None:
+        seed_values = cmp.parse_seeds(None, seed_list)
+        if used & set(seed_values):
+            raise ConfigError(f"--seed-list {seed_list}: seeds {sorted(used & set(seed_values))} were used for tuning")
+    else:
+        n = cmp.parse_seeds(seeds, None)
+        seed_values = [max(used, default=0) + s for s in n]
+    task = get_task_plugin(plugin_name)
+    extra = [f"{k}={v}" for k, v in sets]
+    points = [
+        cmp.GridPoint(task.name, r["loss"], s, preset, (*r.get("sets", []), *extra), tuple(r["params"].items()))
+        for r in records
+        for s in seed_values
+    ]
+    ident = json.dumps([sorted(str(Path(d).resolve()) for d in dirs), extra])
+    spec = {"plugin": task.name, "tuned": [str(d) for d in dirs], "losses": losses, "seeds": seed_values,
+            "sets": extra}  # fmt: skip
+    out = Path("compare") / f"tuned-{task.name}-{hashlib.sha1(ident.encode()).hexdigest()[:8]}"
+    # rows=[]: one table row; each loss is a column labelled with its tuned values (they differ per loss)
+    return Plan(f"tuned {task.name}: {', '.join(losses)}", task, preset, points, out, [], spec)
+
+
+def read_json_file(path: Path) -> dict[str, Any] | None:
+    """A JSON object from ``path``, or ``None`` when it is missing or unreadable."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,134 @@
+"""``platform tune``: Optuna search over config keys (logic in :mod:`contrastlab.experiments.tune`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from contrastlab.cli.common import err_console, print_commands, say, shell_command, user_errors
+from contrastlab.cli.compare import HELP as COMPARE_HELP
+from contrastlab.cli.compare import check_backend
+from contrastlab.platform.errors import ConfigError
+
+HELP = {
+    "plugin": "Task plugin to tune, e.g. --plugin simclr.",
+    "loss": "The loss every trial trains with, e.g. --loss dcl.",
+    "search": "KEY=DIST (repeatable): uniform(a,b), log-uniform(a,b), int(a,b), log-int(a,b) or choice(v1,v2,...), "
+    "e.g. --search 'loss.tau_plus=log-uniform(0.001,0.3)'.",
+    "trials": "Trials to finish (COMPLETE or PRUNED) in the study, counting those of earlier runs (default: 20).",
+    "seeds_per_trial": "Seeds 1..N trained per trial; the objective is their mean primary metric (default: 1).",
+    "out": "Output directory: trials/, best.yaml, trials.csv/md, history.png, importance.png "
+    "(default: tune/<plugin>-<loss>).",
+    "storage": "Optuna storage URL (default: sqlite:///OUT/study.db), e.g. postgresql://user@db/tune to run "
+    "workers on several machines.",
+    "study": "Study name in the storage (default: <plugin>-<loss>).",
+    "pruner": "median (stop a trial whose first seed's curve is below the median of earlier trials at the same "
+    "step; 5 start-up trials) or none.",
+    "prune_on": "Metric tag whose curve the pruner watches (default: the primary metric), e.g. --prune-on "
+    "eval/knn_top1 for simclr, whose primary eval/linear_top1 is only measured at the end of a run.",
+    "device": "--device of every run, e.g. cuda:0 (default: the config's).",
+    "parallel": "Trials at a time in this worker (default: 1; useful with --backend ray).",
+}
+
+
+def add_tune_commands(app: typer.Typer) -> None:
+    """Add ``tune`` to ``app``."""
+
+    @app.command("tune")
+    @user_errors
+    def tune(
+        plugin: Annotated[str, typer.Option("--plugin", "-p", help=HELP["plugin"])],
+        loss: Annotated[str, typer.Option(help=HELP["loss"])],
+        search: Annotated[list[str], typer.Option(help=HELP["search"])],
+        trials: Annotated[int, typer.Option(help=HELP["trials"])] = 20,
+        seeds_per_trial: Annotated[int, typer.Option(help=HELP["seeds_per_trial"])] = 1,
+        preset: Annotated[str | None, typer.Option(help=COMPARE_HELP["preset"])] = None,
+        set_: Annotated[list[str] | None, typer.Option("--set", help=COMPARE_HELP["set"])] = None,
+        out: Annotated[Path | None, typer.Option(help=HELP["out"])] = None,
+        storage: Annotated[str | None, typer.Option(help=HELP["storage"])] = None,
+        study: Annotated[str | None, typer.Option(help=HELP["study"])] = None,
+        pruner: Annotated[str, typer.Option(help=HELP["pruner"])] = "median",
+        prune_on: Annotated[str | None, typer.Option(help=HELP["prune_on"])] = None,
+        device: Annotated[str | None, typer.Option(help=HELP["device"])] = None,
+        parallel: Annotated[int, typer.Option(help=HELP["parallel"])] = 1,
+        backend: Annotated[str, typer.Option(help=COMPARE_HELP["backend"])] = "local",
+        address: Annotated[str | None, typer.Option(help=COMPARE_HELP["address"])] = None,
+        cpus_per_run: Annotated[float, typer.Option(help=COMPARE_HELP["cpus_per_run"])] = 1.0,
+        gpus_per_run: Annotated[float, typer.Option(help=COMPARE_HELP["gpus_per_run"])] = 0.0,
+        max_retries: Annotated[int, typer.Option(help=COMPARE_HELP["max_retries"])] = 2,
+    ) -> None:
+        """Search hyperparameters with Optuna, maximising the plugin's primary metric (see docs/tune.md).
+
+        Outputs in --out: best.yaml (for `platform train --config`), trials.csv, trials.md, history.png,
+        importance.png, and every trial's runs under trials/. Repeating the command resumes the study.
+
+        Examples:
+
+          platform tune --plugin simclr --loss dcl --preset paper --search 'loss.tau_plus=log-uniform(0.001,0.3)'
+          --trials 40
+
+          platform tune --plugin recsys --loss hcl --search 'loss.tau_plus=uniform(0.01,0.3)'
+          --search 'loss.beta=uniform(0.1,2)' --trials 20 --seeds-per-trial 2 --backend ray --address auto --parallel 4
+        """
+        from contrastlab.experiments import tune as tn
+        from contrastlab.experiments.grid import parse_set
+        from contrastlab.experiments.plan import require_preset
+        from contrastlab.platform.plugins import get_task_plugin
+        from contrastlab.platform.rundir import check_writable_dir
+
+        if trials < 1 or seeds_per_trial < 1 or parallel < 1:
+            raise ConfigError("--trials, --seeds-per-trial and --parallel must be ≥ 1")
+        if pruner not in ("median", "none"):
+            raise ConfigError(f"--pruner {pruner}: choose median or none")
+        params = [tn.parse_search(s) for s in search]
+        keys = [p.key for p in params]
+        if len(set(keys)) != len(keys):
+            raise ConfigError(f"--search: a key is given twice ({', '.join(keys)})")
+        sets = [f"{k}={v}" for k, v in (parse_set(s) for s in set_ or [])]
+        clash = sorted(set(keys) & {s.split("=", 1)[0] for s in sets})
+        if clash:
+            raise ConfigError(f"--set and --search both give {', '.join(clash)}")
+        ray_opts = check_backend(backend, address, None, None, cpus_per_run, gpus_per_run, max_retries)
+        task = get_task_plugin(plugin)
+        chosen = require_preset(task, preset)
+        out_dir = (out or Path("tune") / f"{task.name}-{loss}").resolve()
+        spec = tn.TuneSpec(task, loss, chosen, sets, params, list(range(1, seeds_per_trial + 1)), out_dir, device)
+        spec.ray, spec.prune_on = ray_opts, prune_on
+        spec.validate()
+        tn.import_optuna()
+        url = storage or f"sqlite:///{out_dir / 'study.db'}"
+        tn.check_storage(url if storage else "sqlite://")
+        check_writable_dir(out_dir, "--out")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        name = study or f"{task.name}-{loss}"
+        the_study = tn.open_study(spec, url, name, pruner)
+        before = tn.finished(the_study)
+        err_console.print(
+            f"tune {task.name}/{loss}: preset {chosen}, study '{name}' in {url}: {before} of {trials} trials finished; "
+            f"{task.primary_metric} ({spec.direction}), {seeds_per_trial} seed(s) per trial, backend {backend}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        try:
+            tn.optimize(the_study, spec, trials, parallel)
+        except KeyboardInterrupt:
+            err_console.print("interrupted; run the same command again to resume the study", soft_wrap=True)
+            raise typer.Exit(130) from None
+        finally:
+            from contrastlab.experiments.tune_report import write_plots, write_tables
+
+            write_tables(the_study, out_dir, task.primary_metric)
+            write_plots(the_study, out_dir, task.primary_metric)
+        best = tn.write_best(the_study, spec)
+        say((out_dir / "trials.md").read_text())
+        for name_ in ("trials.csv", "trials.md", "history.png", "importance.png"):
+            say(f"{name_:15s} {out_dir / name_}")
+        if best is None:
+            err_console.print("no trial completed; see trials.md and the logs under trials/", soft_wrap=True)
+            raise typer.Exit(1)
+        say(f"{'best.yaml':15s} {best}")
+        print_commands(
+            "Train the best config:", shell_command("platform", "train", "--plugin", task.name, "--config", best)
+        )

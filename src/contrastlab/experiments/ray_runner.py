@@ -1,0 +1,283 @@
+"""The Ray backend of ``platform compare`` (and ``platform tune --backend ray``): one Ray task per grid point.
+
+Each task runs exactly the ``platform train`` process the local runner runs (:func:`runner.train_command`), so
+run names, skip-finished, ``--resume`` of unfinished runs and failure records are the same as with
+``--backend local``. What Ray adds:
+
+* **Resources.** Every task declares ``num_cpus=--cpus-per-run`` and ``num_gpus=--gpus-per-run``; Ray packs as
+  many runs on a node as its resources allow (``--gpus-per-run 0.25``: four runs per GPU). A run that got a GPU
+  is started with ``--device cuda`` (Ray sets ``CUDA_VISIBLE_DEVICES`` for the task).
+* **Retries.** A run whose process fails, or whose Ray worker dies (node lost, process killed), is retried up to
+  ``--max-retries`` times; a retry continues the run directory with ``--resume`` when it has one. After the last
+  retry the run is recorded as failed (``compare_error.txt``) and the other runs go on.
+* **Where results land.** The driver writes a marker file ``OUT/.ray-driver`` holding a random token. A task
+  that can read the same token at the same path sees the driver's ``OUT`` (shared file system) and trains into
+  it directly. Otherwise the task trains into a scratch directory on its node (an unfinished run directory is
+  shipped to it first, as a tar archive), and ships the finished run directory and its log back as tar bytes;
+  the driver unpacks them into ``OUT``. ``shared_fs=False`` forces the shipping path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import secrets
+import socket
+import tarfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from contrastlab.experiments import runner
+from contrastlab.experiments.grid import GridPoint
+from contrastlab.platform.errors import ConfigError
+
+MARKER = ".ray-driver"
+"""File in ``OUT`` whose token tells a Ray task that it sees the driver's ``OUT``."""
+INSTALL_HINT = "the ray backend needs Ray: pip install 'contrastlab[ray]'"
+_CONNECT_LOCK = threading.Lock()  # `platform tune --parallel N` connects from several threads
+
+
+def import_ray() -> Any:
+    """``ray``, or a one-line :class:`ConfigError` saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(INSTALL_HINT) from None
+    return ray
+
+
+def check_address(address: str | None) -> None:
+    """Refuse an unreachable ``HOST:PORT`` within a few seconds (Ray itself would retry for a long time)."""
+    if address in (None, "auto", "local") or address.startswith(("ray://", "anyscale://")):
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--address '{address}': expected auto or HOST:PORT, e.g. --address 10.0.0.5:6379")
+    try:
+        with socket.create_connection((host, int(port)), timeout=3):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"--address {address}: no Ray cluster reachable ({exc.strerror or exc})") from None
+
+
+def connect(address: str | None) -> Any:
+    """Connect to the Ray cluster at ``address`` (``auto``, ``HOST:PORT``), or start a local one when ``None``."""
+    check_address(address)
+    ray = import_ray()
+    with _CONNECT_LOCK:
+        return _connect(ray, address)
+
+
+def _connect(ray: Any, address: str | None) -> Any:
+    if ray.is_initialized():
+        return ray
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    try:
+        if address is None:
+            ray.init(**kwargs)
+        else:
+            ray.init(address=address, **kwargs)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"--address {address}: cannot connect to Ray ({first[:200]})") from None
+    return ray
+
+
+def pack(path: Path, arcname: str) -> bytes:
+    """``path`` (a file or directory) as gzip'd tar bytes under ``arcname``."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(str(path), arcname=arcname)
+    return buf.getvalue()
+
+
+def unpack(data: bytes, dest: Path) -> None:
+    """Unpack :func:`pack` bytes into ``dest`` (members must stay inside ``dest``)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+            return
+        root = dest.resolve()  # pragma: no cover - Pythons without extraction filters (< 3.10.12 / 3.11.4)
+        for member in tar.getmembers():
+            target = (root / member.name).resolve()
+            if not (member.isfile() or member.isdir()) or (target != root and root not in target.parents):
+                raise ValueError(f"refusing to unpack {member.name!r} outside {dest}")
+        tar.extractall(dest)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: the training process gets SIGKILL when its Ray worker dies, so a retry never races an orphan."""
+    with contextlib.suppress(Exception):
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def train_point(
+    point: GridPoint,
+    out: str,
+    token: str,
+    shipped: bytes | None,
+    use_gpu: bool,
+    shared_fs: bool | None,
+    env_extra: dict[str, str],
+) -> dict[str, Any]:
+    """Body of one Ray task: run ``platform train`` for ``point``; raise on failure so that Ray retries.
+
+    Returns ``{"seconds", "shipped": tar bytes of the run directory and log or None, "host", "pid"}``.
+    """
+    import shutil
+    import subprocess
+    import tempfile
+
+    driver_out = Path(out)
+    marker = driver_out / MARKER
+    sees_out = shared_fs is not False and marker.is_file() and marker.read_text().strip() == token
+    scratch = None if sees_out else Path(tempfile.mkdtemp(prefix="contrastlab-ray-"))
+    work_out = driver_out if scratch is None else scratch
+    rel = point.run_dir(driver_out).relative_to(driver_out)
+    if scratch is not None and shipped is not None:
+        unpack(shipped, scratch / rel.parent)
+    log = work_out / "logs" / point.plugin / point.loss / f"{point.run_name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **env_extra)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        run_dir = point.run_dir(work_out)
+        runner.clear_failure(run_dir)
+        cmd = runner.train_command(point, work_out, "cuda" if use_gpu else None, runner.platform_base_command())
+        t0 = time.monotonic()
+        with open(log, "a") as fh:
+            fh.write(f"# ray task on {socket.gethostname()} pid {os.getpid()}\n$ {' '.join(cmd)}\n")
+            fh.flush()
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
+            rc = proc.wait()
+        seconds = time.monotonic() - t0
+        ok = rc == 0 and runner.run_state(run_dir) == "completed"
+        shipped_back = None
+        if scratch is not None:
+            buf = {"run": pack(run_dir, rel.name) if run_dir.is_dir() else None, "log": log.read_bytes()}
+            shipped_back = buf
+        if not ok:
+            err = runner.RunDir(run_dir).info().get("error") or runner.last_error_line(log)
+            raise RunFailedError(err if rc != 0 else f"exited 0 without a completed summary.json ({err})", shipped_back)
+        return {"seconds": seconds, "shipped": shipped_back, "host": socket.gethostname(), "pid": os.getpid()}
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+class RunFailedError(RuntimeError):
+    """A training process failed (Ray retries the task); carries the run directory when it was shipped."""
+
+    def __init__(self, error: str, shipped: dict[str, Any] | None = None) -> None:
+        super().__init__(error)
+        self.error, self.shipped = error, shipped
+
+    def __reduce__(self) -> Any:
+        return (RunFailedError, (self.error, self.shipped))
+
+
+def land(point: GridPoint, out: Path, shipped: dict[str, Any] | None) -> None:
+    """Put a shipped run directory and its log where the local backend would have written them."""
+    if not shipped:
+        return
+    run_dir = point.run_dir(out)
+    if shipped.get("run") is not None:
+        import shutil
+
+        shutil.rmtree(run_dir, ignore_errors=True)
+        unpack(shipped["run"], run_dir.parent)
+    log = out / "logs" / point.plugin / point.loss / f"{point.run_name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as fh:
+        fh.write(shipped.get("log") or b"")
+
+
+def _failure_text(exc: BaseException) -> tuple[str, dict[str, Any] | None]:
+    cause = exc if isinstance(exc, RunFailedError) else getattr(exc, "cause", None)
+    if isinstance(cause, RunFailedError):
+        return cause.error, cause.shipped
+    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {(lines[-1] if lines else '').strip()[:300]}", None
+
+
+def run_grid_ray(
+    points: Sequence[GridPoint],
+    out: Path,
+    *,
+    address: str | None = None,
+    cpus_per_run: float = 1.0,
+    gpus_per_run: float = 0.0,
+    max_retries: int = 2,
+    shared_fs: bool | None = None,
+    console: Any = None,
+    env: dict[str, str] | None = None,
+) -> list[runner.JobResult]:
+    """Run ``points`` on a Ray cluster; same results (and run directories) as :func:`runner.run_grid`."""
+    from rich.console import Console
+
+    ray = connect(address)
+    out, console = Path(out).resolve(), console or Console(stderr=True)
+    out.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_hex(8)
+    (out / MARKER).write_text(token)
+    task = ray.remote(train_point).options(
+        num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=max_retries, retry_exceptions=True
+    )
+    results: dict[int, runner.JobResult] = {}
+    refs: dict[Any, tuple[int, float]] = {}
+    for i, p in enumerate(points):
+        run_dir = p.run_dir(out)
+        state = runner.run_state(run_dir)
+        if state == "completed":
+            results[i] = runner.JobResult(p, run_dir, "skipped")
+            continue
+        runner.clear_failure(run_dir)
+        shipped = pack(run_dir, run_dir.name) if state == "resume" else None
+        ref = task.remote(p, str(out), token, shipped, gpus_per_run > 0, shared_fs, dict(env or {}))
+        refs[ref] = (i, time.monotonic())
+    total, skipped = len(points), len(results)
+    console.print(
+        f"ray: {len(refs)} runs submitted ({skipped} finished, skipped), {cpus_per_run:g} CPU / "
+        f"{gpus_per_run:g} GPU each, up to {max_retries} retries",
+        highlight=False,
+        soft_wrap=True,
+    )
+    try:
+        while refs:
+            ready, _ = ray.wait(list(refs), num_returns=1, timeout=30.0)
+            for ref in ready:
+                i, t0 = refs.pop(ref)
+                p, run_dir = points[i], points[i].run_dir(out)
+                try:
+                    value = ray.get(ref)
+                except Exception as exc:  # the task failed after its retries (process failure or lost worker)
+                    err, shipped = _failure_text(exc)
+                    land(p, out, shipped)
+                    runner.record_failure(p, out, err)
+                    results[i] = runner.JobResult(p, run_dir, "failed", err, time.monotonic() - t0)
+                    console.print(f"failed {p.label} s{p.seed}: {err}", highlight=False, soft_wrap=True)
+                    continue
+                land(p, out, value["shipped"])
+                results[i] = runner.JobResult(p, run_dir, "completed", None, float(value["seconds"]))
+                console.print(
+                    f"done {p.label} s{p.seed} ({value['seconds']:.0f} s on {value['host']}); {len(results)}/{total}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+    except KeyboardInterrupt:
+        for ref, (i, t0) in refs.items():
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+            results[i] = runner.JobResult(points[i], points[i].run_dir(out), "interrupted", None, time.monotonic() - t0)
+        raise
+    finally:
+        (out / MARKER).unlink(missing_ok=True)
+    return [results[i] for i in sorted(results)]

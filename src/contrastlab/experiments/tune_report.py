@@ -1,0 +1,107 @@
+"""Outputs of ``platform tune``: the trials table (CSV and Markdown) and two PNG plots drawn with matplotlib
+(optimisation history with the best-so-far line; parameter importance from Optuna's default evaluator)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+
+def trial_rows(study: Any) -> tuple[list[str], list[list[str]]]:
+    """Header and one row per trial: number, state, value, each parameter, seconds, run directory."""
+    keys = sorted({k for t in study.trials for k in t.params})
+    header = ["trial", "state", "value", *keys, "seconds", "dir"]
+    rows = []
+    for t in study.trials:
+        secs = (
+            (t.datetime_complete - t.datetime_start).total_seconds()
+            if t.datetime_complete and t.datetime_start
+            else None
+        )
+        rows.append(
+            [
+                str(t.number),
+                t.state.name,
+                "" if t.value is None else f"{t.value:.6g}",
+                *(
+                    f"{t.params[k]:.6g}" if isinstance(t.params.get(k), float) else str(t.params.get(k, ""))
+                    for k in keys
+                ),
+                "" if secs is None else f"{secs:.1f}",
+                str(t.user_attrs.get("dir", "")),
+            ]
+        )
+    return header, rows
+
+
+def write_tables(study: Any, out: Path, metric: str) -> list[Path]:
+    """``trials.csv`` and ``trials.md`` (best trial in bold)."""
+    header, rows = trial_rows(study)
+    with open(out / "trials.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        writer.writerows(rows)
+    try:
+        best = study.best_trial.number
+    except ValueError:
+        best = None
+    lines = [
+        f"# Trials of study {study.study_name}",
+        "",
+        f"Objective: {metric} ({study.direction.name.lower()}), mean over the seeds of each trial.",
+        "",
+        "| " + " | ".join(header[:-1]) + " |",
+        "|" + "---|" * (len(header) - 1),
+    ]
+    for row in rows:
+        cells = row[:-1]
+        if best is not None and row[0] == str(best):
+            cells = [f"**{c}**" if c else c for c in cells]
+        lines.append("| " + " | ".join(cells) + " |")
+    (out / "trials.md").write_text("\n".join(lines) + "\n")
+    return [out / "trials.csv", out / "trials.md"]
+
+
+def write_plots(study: Any, out: Path, metric: str) -> list[Path]:
+    """``history.png`` and ``importance.png`` (the latter says why when importance is undefined)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    done = [t for t in study.trials if t.state.name == "COMPLETE" and t.value is not None]
+    maximize = study.direction.name.lower() == "maximize"
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if done:
+        xs, ys = [t.number for t in done], [t.value for t in done]
+        best, run = [], None
+        for y in ys:
+            run = y if run is None else (max(run, y) if maximize else min(run, y))
+            best.append(run)
+        ax.plot(xs, ys, "o", label="trial")
+        ax.step(xs, best, where="post", label="best so far")
+        ax.legend()
+    ax.set_xlabel("trial")
+    ax.set_ylabel(metric)
+    ax.set_title(f"optimisation history ({len(done)} complete)")
+    fig.tight_layout()
+    fig.savefig(out / "history.png", dpi=100)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 3))
+    try:
+        import optuna
+
+        importances = optuna.importance.get_param_importances(study)
+        names = list(importances)[::-1]
+        ax.barh(names, [importances[n] for n in names])
+        ax.set_xlabel("importance (fANOVA, sums to 1)")
+    except (ValueError, RuntimeError) as exc:
+        ax.text(0.5, 0.5, f"importance undefined: {str(exc)[:80]}", ha="center", va="center", wrap=True)
+        ax.set_axis_off()
+    ax.set_title("parameter importance")
+    fig.tight_layout()
+    fig.savefig(out / "importance.png", dpi=100)
+    plt.close(fig)
+    return [out / "history.png", out / "importance.png"]

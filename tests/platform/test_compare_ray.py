@@ -1,0 +1,134 @@
+"""``platform compare --backend ray`` on a real local Ray cluster (one head, 2 CPUs, started by this module).
+
+One 2 × 2 recsys grid (two losses × two seeds, tiny synthetic data): a Ray worker is SIGKILLed mid-run, the run is
+retried and the table is complete; a second invocation skips every run. A one-run grid with ``--no-shared-fs``
+checks that run directories are shipped back to the driver. Each grid run is a real ``platform train``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+TINY = [
+    "--preset", "smoke", "--set", "train.epochs=2", "--set", "eval.every_epochs=1",
+    "--set", "data.synthetic.users=100", "--set", "data.synthetic.items=100",
+]  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env() -> dict[str, str]:
+    path = os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """``ray start --head --block`` on 127.0.0.1 with 2 CPUs; SIGTERM to that process stops the whole cluster."""
+    port, client = free_port(), free_port()
+    log = tmp_path_factory.mktemp("ray") / "head.log"
+    ray_cli = Path(sys.executable).parent / "ray"
+    cmd = [
+        str(ray_cli), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
+        f"--ray-client-server-port={client}", "--num-cpus=2", "--num-gpus=0", "--disable-usage-stats",
+        "--include-dashboard=false",
+    ]  # fmt: skip
+    with open(log, "w") as fh:
+        head = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env(), start_new_session=True)
+    deadline = time.monotonic() + 90
+    while "--block" not in log.read_text():
+        if head.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"ray head did not start:\n{log.read_text()[-2000:]}")
+        time.sleep(0.5)
+    yield f"127.0.0.1:{port}"
+    head.send_signal(signal.SIGTERM)
+    try:
+        head.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(head.pid, signal.SIGKILL)
+
+
+def compare(out: Path, address: str, *extra: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "contrastlab.cli", "compare", "--plugin", "recsys", *TINY, "--out", str(out)]
+    cmd += ["--backend", "ray", "--address", address, *extra]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env())
+
+
+def statuses(out: Path) -> dict[str, str]:
+    with open(out / "results.csv") as fh:
+        return {f"{r['loss']}-s{r['seed']}": r["status"] for r in csv.DictReader(fh)}
+
+
+@pytest.mark.slow
+def test_ray_grid_survives_a_killed_worker_and_skips_finished_runs(cluster, tmp_path):
+    out = tmp_path / "grid"
+    proc = compare(out, cluster, "--loss", "infonce,dcl", "--seeds", "2", "--max-retries", "2")
+    logs = out / "logs" / "recsys"
+    killed = None
+    deadline = time.monotonic() + 120
+    while killed is None and time.monotonic() < deadline and proc.poll() is None:
+        for log in sorted(logs.glob("*/*.log")) if logs.is_dir() else []:
+            m = re.search(r"# ray task on \S+ pid (\d+)", log.read_text())
+            run_dir = out / "runs" / "recsys" / log.parent.name / log.stem
+            if m and (run_dir / "metrics.jsonl").is_file():  # mid-run: training has logged
+                os.kill(int(m.group(1)), signal.SIGKILL)
+                killed = log
+                break
+        time.sleep(0.2)
+    text, _ = proc.communicate(timeout=240)
+    assert killed is not None, text
+    assert proc.returncode == 0, text
+    assert killed.read_text().count("# ray task on") == 2, killed.read_text()  # the retry
+    assert set(statuses(out).values()) == {"completed"} and len(statuses(out)) == 4
+    assert (out / "curves.png").is_file() and (out / "tensorboard").is_dir()
+
+    before = {p: p.read_text() for p in logs.glob("*/*.log")}
+    again = compare(out, cluster, "--loss", "infonce,dcl", "--seeds", "2")
+    text, _ = again.communicate(timeout=120)
+    assert again.returncode == 0, text
+    assert "4 finished (skipped)" in text and "0 runs submitted" in text
+    assert {p: p.read_text() for p in logs.glob("*/*.log")} == before  # nothing ran
+
+
+def test_ray_ships_run_directories_back_without_a_shared_filesystem(cluster, tmp_path):
+    out = tmp_path / "ship"
+    proc = compare(out, cluster, "--loss", "dcl", "--no-shared-fs")
+    text, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, text
+    (run_dir,) = (out / "runs" / "recsys" / "dcl").iterdir()
+    assert {"config.yaml", "summary.json", "metrics.jsonl"} <= {p.name for p in run_dir.iterdir()}
+    (log,) = (out / "logs" / "recsys" / "dcl").glob("*.log")
+    assert "contrastlab-ray-" in log.read_text()  # it trained in the worker's scratch directory
+    assert statuses(out) == {"dcl-s1": "completed"}
+
+
+def test_ray_run_that_keeps_failing_is_retried_then_marked_failed(cluster, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without CUDA (the failing run asks for --device cuda)")
+    out = tmp_path / "fail"
+    proc = compare(out, cluster, "--loss", "dcl", "--set", "device=cuda", "--max-retries", "1")
+    text, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, text
+    (log,) = (out / "logs" / "recsys" / "dcl").glob("*.log")
+    assert log.read_text().count("# ray task on") == 2  # the first attempt and one retry
+    assert statuses(out) == {"dcl-s1": "failed"}
+    assert "CUDA is not available" in (out / "results.md").read_text()

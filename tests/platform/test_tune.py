@@ -1,0 +1,178 @@
+"""``platform tune``: one-line errors before anything is written, search-space parsing, and a real 4-trial study on
+SQLite (recsys smoke, tiny data) that is killed mid-study, resumed to exactly 4 completed trials, and whose
+best.yaml trains with ``platform train --config``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from contrastlab.cli import app
+from contrastlab.platform.errors import ConfigError
+
+optuna = pytest.importorskip("optuna")
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+TINY = [
+    "--preset", "smoke", "--set", "train.epochs=1", "--set", "eval.every_epochs=1",
+    "--set", "data.synthetic.users=100", "--set", "data.synthetic.items=100",
+]  # fmt: skip
+BASE = ["tune", "--plugin", "recsys", "--loss", "dcl", *TINY]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--search", "loss.beta=uniform(0.1,1)"], "loss.beta"),  # dcl has no beta
+        (["--search", "train.epohcs=int(1,3)"], "train.epohcs"),
+        (["--search", "loss.tau_plus=gauss(0.1,0.2)"], "bad distribution 'gauss(0.1,0.2)'"),
+        (["--search", "loss.tau_plus=log-uniform(0,0.3)"], "needs low > 0"),
+        (["--search", "loss.tau_plus=uniform(0.3,0.1)"], "low < high"),
+        (["--search", "loss.tau_plus"], "expected KEY=DIST"),
+        (["--search", "loss.tau_plus=uniform(0.01,0.3)", "--storage", "nosuchdb://x/y"], "--storage nosuchdb://x/y"),
+        (["--search", "loss.tau_plus=uniform(0.01,0.3)", "--backend", "ray", "--address", "127.0.0.1:1"],
+         "--address 127.0.0.1:1: no Ray cluster reachable"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, extra, message):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [*BASE, *extra, "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert message in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_compare_unreachable_ray_address_writes_nothing(tmp_path):
+    pytest.importorskip("ray")
+    out = tmp_path / "out"
+    args = ["compare", "--plugin", "recsys", "--loss", "dcl", *TINY, "--out", str(out), "--backend", "ray"]
+    result = CliRunner().invoke(app, [*args, "--address", "127.0.0.1:1"])
+    assert result.exit_code == 2 and "no Ray cluster reachable" in result.output, result.output
+    assert "Traceback" not in result.output and not out.exists()
+
+
+def test_parse_search_kinds():
+    from contrastlab.experiments.tune import parse_search
+
+    assert parse_search("loss.tau_plus=log-uniform(0.001, 0.3)").args == (0.001, 0.3)
+    assert parse_search("train.epochs=int(1,5)").kind == "int"
+    assert parse_search("sampler.similarity=choice(cosine,bilinear)").args == ("cosine", "bilinear")
+    with pytest.raises(ConfigError, match="two int bounds"):
+        parse_search("train.epochs=int(1.5,3)")
+
+
+def env() -> dict[str, str]:
+    path = os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1")
+
+
+def states(url: str) -> list[str]:
+    try:
+        return [t.state.name for t in optuna.load_study(study_name="recsys-dcl", storage=url).trials]
+    except Exception:  # not created yet, or the schema is being created by the tune process
+        return []
+
+
+@pytest.mark.slow
+def test_killed_study_resumes_to_exactly_four_trials_and_best_config_trains(tmp_path):
+    out = tmp_path / "tune"
+    url = f"sqlite:///{out / 'study.db'}"
+    cmd = [sys.executable, "-m", "contrastlab.cli", *BASE, "--search", "loss.tau_plus=log-uniform(0.001,0.3)"]
+    cmd += ["--trials", "4", "--pruner", "none", "--out", str(out)]
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env(), start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and first.poll() is None:  # kill it while trial 1 trains
+        if (out / "study.db").is_file() and states(url)[:2] == ["COMPLETE", "RUNNING"]:
+            break
+        time.sleep(0.3)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    assert states(url).count("COMPLETE") == 1, states(url)
+
+    second = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=300)
+    assert second.returncode == 0, second.stdout + second.stderr
+    final = states(url)
+    assert final.count("COMPLETE") == 4 and final.count("FAIL") == 1, final  # the killed trial, re-queued
+    for name in ("best.yaml", "trials.csv", "trials.md", "history.png", "importance.png"):
+        assert (out / name).is_file(), name
+
+    train = [sys.executable, "-m", "contrastlab.cli", "train", "--plugin", "recsys", "--config", str(out / "best.yaml")]
+    train += ["--logdir", str(tmp_path / "runs"), "--run-name", "best"]
+    done = subprocess.run(train, capture_output=True, text=True, env=env(), timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "runs" / "recsys" / "dcl" / "best" / "summary.json").is_file()
+
+
+def test_tuned_plan_uses_each_studys_values_on_fresh_seeds(tmp_path):
+    import json
+
+    from contrastlab.experiments.plan import make_tuned_plan
+
+    for loss, params in (("infonce", {"sampler.temperature": "0.3"}), ("dcl", {"loss.tau_plus": "0.05"})):
+        (tmp_path / loss).mkdir()
+        record = {"plugin": "recsys", "loss": loss, "preset": "smoke", "sets": ["train.epochs=1"], "params": params,
+                  "seeds": [1, 2]}  # fmt: skip
+        (tmp_path / loss / "best.json").write_text(json.dumps(record))
+    plan = make_tuned_plan([tmp_path / "infonce", tmp_path / "dcl"], 2, None, [])
+    assert [(p.loss, p.seed, p.grid) for p in plan.points] == [
+        ("infonce", 3, (("sampler.temperature", "0.3"),)),
+        ("infonce", 4, (("sampler.temperature", "0.3"),)),
+        ("dcl", 3, (("loss.tau_plus", "0.05"),)),
+        ("dcl", 4, (("loss.tau_plus", "0.05"),)),
+    ]
+    assert plan.preset == "smoke" and plan.points[0].sets == ("train.epochs=1",) and plan.rows == []
+    with pytest.raises(ConfigError, match="used for tuning"):
+        make_tuned_plan([tmp_path / "dcl"], None, "2,5", [])
+    with pytest.raises(ConfigError, match=r"no best\.json"):
+        make_tuned_plan([tmp_path], None, None, [])
+
+
+FAKE_TRAIN = """
+import json, sys, time
+from pathlib import Path
+argv = sys.argv[1:]
+opt = lambda name: argv[argv.index(name) + 1]
+run_dir = Path(opt("--logdir")) / opt("--plugin") / opt("--loss") / opt("--run-name")
+run_dir.mkdir(parents=True)
+(run_dir / "config.yaml").write_text("seed: 1\\n")
+with open(run_dir / "metrics.jsonl", "a", buffering=1) as fh:
+    for step in range(40):
+        fh.write(json.dumps({"step": step, "eval/score": 0.1}) + "\\n")
+        time.sleep(0.1)
+(run_dir / "summary.json").write_text(json.dumps({"metrics": {"eval/score": 0.1}}))
+(run_dir / "run.json").write_text(json.dumps({"status": "completed"}))
+"""
+
+
+def test_pruning_reads_the_curve_while_the_run_trains_and_stops_it(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from contrastlab.experiments import runner
+    from contrastlab.experiments import tune as tn
+
+    script = tmp_path / "fake_train.py"
+    script.write_text(FAKE_TRAIN)
+    monkeypatch.setattr(runner, "platform_base_command", lambda: [sys.executable, str(script)])
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.MedianPruner(n_startup_trials=1))
+    earlier = study.ask()
+    for step in range(40):
+        earlier.report(1.0, step)
+    study.tell(earlier, 1.0)
+    plugin = SimpleNamespace(name="fake", primary_metric="eval/score", higher_is_better=True)
+    spec = tn.TuneSpec(plugin, "dcl", "smoke", [], [tn.parse_search("loss.tau_plus=uniform(0.01,0.3)")], [1], tmp_path)
+    spec.poll = 0.1
+    trial = study.ask()
+    (point,) = spec.points({"loss.tau_plus": "0.1"})
+    start = time.monotonic()
+    with pytest.raises(optuna.TrialPruned):
+        tn.train_locally(spec, point, tmp_path / "t", trial, prune=True)
+    assert time.monotonic() - start < 3.5  # stopped well before the 4 s the fake run takes
+    assert not (point.run_dir(tmp_path / "t") / "summary.json").exists()
