@@ -121,3 +121,9 @@ def test_clamp_meter_averages_between_pops() -> None:
     assert meter.pop() == {}  # reset after a pop
     meter.update(cl.make_loss("infonce"))  # a loss without a floor records nothing
     assert meter.pop() == {}
+
+
+def test_papers_bound_is_refused_for_bilinear_scores() -> None:
+    with pytest.raises(ConfigError, match="no meaning for unbounded bilinear"):
+        cl.make_sampler("query_key", embed_dim=4, floor="bound")
+    assert cl.make_sampler("query_key", similarity="cosine", floor="bound").floor == "bound"

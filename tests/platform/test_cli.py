@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import contrastlab as cl
 from contrastlab.platform.plugins import PluginManager
 from contrastlab.testing import run_cli
 
@@ -215,3 +216,24 @@ def test_resume_of_a_completed_run_is_refused(toy_pm: PluginManager, tmp_path: P
     assert "--set sampler.name=two_view" in overrides and "--set train.steps=5" in overrides
     code, out = run_cli(["train", "--resume", str(run_dir)])
     assert_one_line_error(code, out, "already completed")
+
+
+def test_list_table_prints_descriptions_verbatim() -> None:
+    """Square brackets in a description are text, not rich markup (``z1[i]`` must not become ``z1``)."""
+    from typer.testing import CliRunner
+
+    from contrastlab.cli import app
+    from contrastlab.losses import InfoNCELoss
+    from contrastlab.testing import fresh_plugin_manager
+
+    class Bracketed(InfoNCELoss):
+        name, description = "bracketed", "anchor z1[i] against z2[j != i]"
+
+    class Package:
+        @cl.hookimpl
+        def register_losses(self, register) -> None:
+            register(Bracketed)
+
+    with fresh_plugin_manager(Package(), package="brackets"):
+        result = CliRunner().invoke(app, ["list", "losses"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0 and "z1[i]" in result.output and "z2[j != i]" in result.output, result.output

@@ -288,3 +288,33 @@ def test_tensorboard_serves_on_localhost(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_resume_before_the_first_checkpoint_reproduces_the_run(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """A run killed before any checkpoint has no RNG state to restore: Run.open seeds like Run.create."""
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.plugins import get_task_plugin
+    from contrastlab.platform.run import Run
+
+    code, out = train_toy(tmp_path / "full")
+    assert code == 0, out
+    full = json.loads((only_run(tmp_path / "full") / "summary.json").read_text())["metrics"]
+    plugin = get_task_plugin("toy_clusters")
+    config = resolve_config(plugin, loss="dcl", seed=3, sets=["train.steps=40", "checkpoint_every=10"])
+    killed = Run.create(plugin, config, tmp_path / "killed")  # created, then "killed" before step 1
+    killed.close()
+    code, out = run_cli(["train", "--resume", str(killed.dir)])
+    assert code == 0, out
+    resumed = json.loads((killed.dir / "summary.json").read_text())["metrics"]
+    assert resumed["eval/nn_accuracy"] == pytest.approx(full["eval/nn_accuracy"])
+    same = [k for k in full if not any(w in k for w in ("time", "per_s", "wall"))]
+    assert same and {k: resumed[k] for k in same} == pytest.approx({k: full[k] for k in same})
+
+
+def test_resume_refuses_options_it_would_ignore(toy_pm: PluginManager, tmp_path: Path) -> None:
+    code, out = train_toy(tmp_path)
+    assert code == 0, out
+    run_dir = only_run(tmp_path)
+    for extra in (["--set", "train.steps=80"], ["--loss", "infonce"], ["--seed", "5"]):
+        code, out = run_cli(["train", "--resume", str(run_dir), *extra])
+        assert code == 2 and "drop " + extra[0] in out and len(out.strip().splitlines()) == 1, out

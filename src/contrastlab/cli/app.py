@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from contrastlab.cli import train as commands_train
@@ -121,7 +122,7 @@ def list_command(
                 cells.append(", ".join(row["label_kinds"]) or "none")
             if k == "samplers":
                 cells.append(", ".join(row["accepts"]))
-            table.add_row(*cells)
+            table.add_row(*(escape(c) for c in cells))  # descriptions like "z1[i]" are not markup
         console.print(table)
 
 
@@ -173,7 +174,8 @@ def plugins_command(
     for col in ("package", "version", "module", "hooks"):
         table.add_column(col)
     for row in rows:
-        table.add_row(row["package"], row["version"], row["module"], ", ".join(row["hooks"]))
+        cells = (row["package"], row["version"], row["module"], ", ".join(row["hooks"]))
+        table.add_row(*(escape(str(c)) for c in cells))
     console.print(table)
 
 

@@ -29,7 +29,7 @@ HELP = {
     "seeds": "Run seeds 1..N for every configuration, e.g. --seeds 3 (default: 1, or the recipe's count).",
     "seed_list": "Exact seeds instead of --seeds, e.g. --seed-list 1,2,7.",
     "preset": "Plugin preset for every run, e.g. --preset paper. Required for plugins with GPU-sized presets "
-    "(curl, simclr, pu) unless --recipe gives it.",
+    "(curl, simclr, pu, graph, recsys) unless --recipe gives it.",
     "recipe": "A whole experiment: a built-in recipe name (dcl-table3) or a recipe YAML file; fixes the plugin, "
     "preset, losses, tasks and grid. --seeds, --preset and --set still override it.",
     "set": "Fixed override for every run (repeatable), e.g. --set train.max_steps=50 (simclr). "

@@ -127,7 +127,7 @@ def add_train_commands(app: typer.Typer) -> None:
     @user_errors
     def train(
         plugin: Annotated[
-            str | None, typer.Option("--plugin", "-p", help="Task plugin: curl, simclr, pu, or a third-party one.")
+            str | None, typer.Option("--plugin", "-p", help="Task plugin: curl, simclr, pu, graph, recsys, or a third-party one.")
         ] = None,
         loss: Annotated[
             str | None, typer.Option(help="Loss name, e.g. infonce, dcl, hcl, bcl, pucl, punce, debiased_pos.")
@@ -176,6 +176,12 @@ def add_train_commands(app: typer.Typer) -> None:
           platform train --resume runs/curl/pucl/20261121-120000-s1
         """
         if resume is not None:
+            given = {"--plugin": plugin, "--loss": loss, "--sampler": sampler, "--encoder": encoder, "--preset": preset,
+                     "--config": config_file, "--set": set_ or None, "--seed": seed, "--run-name": run_name}
+            clash = [name for name, value in given.items() if value is not None]
+            if clash:
+                raise ConfigError(f"--resume continues a run with its own config.yaml; drop {', '.join(clash)} "
+                                  "(only --device and --keep-checkpoints apply to a resumed run)")
             if read_run_info(resume).get("status") == "completed":
                 evaluate = shell_command("platform", "eval", resume)
                 raise RunDirError(f"run {resume} already completed; see its summary.json (or: {evaluate})")

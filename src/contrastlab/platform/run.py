@@ -190,6 +190,9 @@ class Run:
             data["device"] = device
         config = config_from_dict(plugin, data)
         preflight(plugin, config)
+        # the same seeding as Run.create: a run killed before its first checkpoint (no saved RNG state to restore)
+        # resumes to the metrics of an uninterrupted run; a checkpoint's RNG state, when loaded, replaces this
+        seed_everything(config.seed)
         run = cls(plugin, config, run_dir, resumed=resume)
         if resume:
             run._prepare_resume()

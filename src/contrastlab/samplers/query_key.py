@@ -81,6 +81,10 @@ class QueryKeySampler(Sampler):
         super().__init__(gather_distributed, embed_dim=embed_dim, similarity=similarity, temperature=temperature,
                          floor=floor)
         if self.similarity == "bilinear":
+            if self.floor == "bound":
+                raise ConfigError("sampler 'query_key': floor='bound' (the papers' N·e^{-1/t}) has no meaning for "
+                                  "unbounded bilinear scores; use floor=auto/trimmed, floor=row_min, or "
+                                  "similarity=cosine")
             if self.embed_dim is None:
                 raise ConfigError("sampler 'query_key' with similarity='bilinear' needs embed_dim (the size d of "
                                   "queries and keys, e.g. CURL's latent size 50) to size W [d, d]")

@@ -68,7 +68,7 @@ def nearest_neighbour_accuracy(
     return (train_y[sims.argmax(dim=1)] == test_y).float().mean().item()
 
 
-class ToyTask(cl.TaskPlugin):
+class ToyTask(cl.TaskPlugin[ToyConfig]):
     """Contrastive learning of Gaussian clusters (example third-party task plugin)."""
 
     name = "toy_clusters"
@@ -82,7 +82,7 @@ class ToyTask(cl.TaskPlugin):
     sampler_inputs = frozenset({"two_views"})  # sampler(z1, z2, labels=None): the sampler contract
     primary_metric = "eval/nn_accuracy"
 
-    def label_kinds(self, config: cl.TaskConfig) -> frozenset[str]:
+    def label_kinds(self, config: ToyConfig) -> frozenset[str]:
         """Cluster ids are class labels, so supcon/unbiased can run here."""
         return frozenset({"class"})
 
