@@ -127,7 +127,8 @@ def add_train_commands(app: typer.Typer) -> None:
     @user_errors
     def train(
         plugin: Annotated[
-            str | None, typer.Option("--plugin", "-p", help="Task plugin: curl, simclr, pu, graph, recsys, or a third-party one.")
+            str | None,
+            typer.Option("--plugin", "-p", help="Task plugin: curl, simclr, pu, graph, recsys, or a third-party one."),
         ] = None,
         loss: Annotated[
             str | None, typer.Option(help="Loss name, e.g. infonce, dcl, hcl, bcl, pucl, punce, debiased_pos.")
