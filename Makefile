@@ -12,11 +12,11 @@ demo: setup  ## the headline job: CURL pixel SAC with the PUCL loss, CPU smoke p
 	$(BIN)/platform train --plugin curl --loss pucl --preset smoke
 
 test: setup  ## the full test suite (what CI runs) plus lint
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q -n $${PYTEST_WORKERS:-2} --dist loadfile
 	$(BIN)/ruff check src tests benchmarks examples scripts
 
 test-fast: setup  ## the suite without tests marked slow
-	$(BIN)/python -m pytest -q -m "not slow"
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q -n $${PYTEST_WORKERS:-2} --dist loadfile -m "not slow"
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks examples scripts
