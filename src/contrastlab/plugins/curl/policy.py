@@ -135,6 +135,14 @@ class CurlActor(Actor):
         latent = self.latent_pi(features)
         return self.mu(latent), squash_log_std(self.log_std(latent), self.log_std_squash)  # type: ignore[operator]
 
+    def extract_features(self, obs: PyTorchObs, features_extractor: BaseFeaturesExtractor) -> Tensor:
+        """Centre-crop uint8 observations larger than the encoder input *before* SB3 converts them to float (the
+        float copy of a 100 px stack is 1.4× the 84 px crop); the same features as cropping after converting."""
+        crop = getattr(getattr(features_extractor, "critic_features", None), "crop", None)
+        if isinstance(obs, Tensor) and obs.dtype == torch.uint8 and crop is not None and obs.shape[-1] > crop:
+            obs = center_crop(obs, crop)
+        return super().extract_features(obs, features_extractor)
+
     def get_action_dist_params(self, obs: PyTorchObs) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
         """Mean, bounded log σ and no extra arguments for the action distribution of ``obs``."""
         mean, log_std = self.dist_params(self.extract_features(obs, self.features_extractor))
