@@ -1,4 +1,20 @@
-"""Side-by-side measurements for the ``curl`` plugin (issue 4). Prints ratios; asserts nothing.
+"""Side-by-side measurements for the ``curl`` plugin (issues 4 and 10). Prints ratios; asserts nothing.
+
+Headline (issue 10), ours vs the reference CURL agent (``benchmarks/curl_reference.py``: Laskin et al.'s code
+imported from ``--reference-dir``), the same replay content, interleaved A/B rounds in this one process, min and
+median over the rounds:
+
+H1. 2 updates (critic + contrastive each, actor/α/targets once), batch 128, CPU. Target <= 0.6x.
+H2. the same at batch 512. Target <= 0.5x.
+H3. replay sample + crop (+ float conversion), batch 128: our ``CurlSAC.sample_views`` vs the reference's
+    ``ReplayBuffer.sample_cpc``. Target <= 0.7x.
+H4. cost growth of H1 → H2 (time at 512 / time at 128) of each agent. Target <= 4.5x.
+
+``agent.tune_malloc`` (our default) changes glibc's settings for the whole process, so the reference measured
+beside us runs with them too: the headline ratios are for the same allocator settings. ``--no-tune-malloc``
+measures both with glibc's defaults (the reference as it ships).
+
+Secondary rows (issue 4):
 
 1. Per-update wall time at batch 128 on the CPU, our CURL update (critic + actor + contrastive) vs stock SB3
    ``SAC`` with the same encoder as its features extractor and no contrastive update. Target <= 0.85x.
@@ -9,7 +25,7 @@
 
 With a GPU it also measures updates/s at batch 512. Usage::
 
-    python benchmarks/curl.py [--updates 6] [--rounds 3] [--frames 4000]
+    python benchmarks/curl.py [--rounds 3] [--skip-secondary] [--no-tune-malloc] [--updates 6] [--frames 4000]
 """
 
 from __future__ import annotations
@@ -17,7 +33,10 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -29,9 +48,13 @@ from stable_baselines3.common.buffers import ReplayBuffer
 from contrastlab.envs import DMCPixelEnv, curl_action_repeat
 from contrastlab.platform.config import resolve_config
 from contrastlab.platform.sysinfo import hardware_info
+from contrastlab.plugins.curl.agent import to_unit
 from contrastlab.plugins.curl.buffer import FrameStackReplayBuffer
 from contrastlab.plugins.curl.policy import CurlFeatures
 from contrastlab.plugins.curl.task import CurlTask, make_agent, make_env
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from curl_reference import DEFAULT_REFERENCE, _NullLogger, build_ours, build_reference, collect
 
 
 def time_updates(model, batch: int, updates: int) -> float:
@@ -60,6 +83,68 @@ def bench_updates(batch: int, updates: int, rounds: int, device: str, fill: int 
         t_ours.append(time_updates(ours, batch, updates))
         t_stock.append(time_updates(stock, batch, updates))
     return statistics.median(t_ours), statistics.median(t_stock)
+
+
+def interleaved(fns: dict[str, Any], rounds: int) -> dict[str, list[float]]:
+    """Seconds of each ``fn()`` per round, the functions alternating within every round (A/B/A/B...)."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def vs_reference(batch: int, rounds: int, transitions: list, reference_dir: Path, tune_malloc: bool,
+                 sample: bool = False) -> dict[str, list[float]]:
+    """Seconds per 2 updates (and, with ``sample``, per sample + crop) of ours and the reference, interleaved."""
+    ours = build_ours("cpu", batch, transitions, sets=(f"agent.tune_malloc={str(tune_malloc).lower()}",))
+    agent, buffer = build_reference("cpu", batch, transitions, reference_dir)
+    logger, step = _NullLogger(), [0]
+
+    def ref_updates(n: int = 2) -> None:
+        for _ in range(n):
+            step[0] += 1
+            agent.update(buffer, logger, step[0])
+
+    def ours_sample() -> None:
+        views, data = ours.sample_views(batch)
+        [to_unit(v) for v in (*views, data.next_observations)]
+
+    fns = {"ours": lambda: ours.train(gradient_steps=2, batch_size=batch), "reference": ref_updates}
+    for fn in fns.values():
+        fn()  # warm-up
+    times = interleaved(fns, rounds)
+    if sample:
+        times.update({f"{k}_sample": v for k, v in interleaved(
+            {"ours": ours_sample, "reference": buffer.sample_cpc}, rounds * 20).items()})
+    return times
+
+
+def ratio_line(label: str, ours: list[float], ref: list[float], target: str, unit: float = 1.0, fmt: str = ".3f",
+               suffix: str = "s") -> str:
+    """``label: ours min/median vs reference min/median -> ratio min/median``."""
+    o_min, o_med, r_min, r_med = min(ours), statistics.median(ours), min(ref), statistics.median(ref)
+    return (f"{label}: ours {o_min * unit:{fmt}}/{o_med * unit:{fmt}} {suffix} vs reference {r_min * unit:{fmt}}/"
+            f"{r_med * unit:{fmt}} {suffix} (min/median) -> ratio {o_min / r_min:.2f}x/{o_med / r_med:.2f}x "
+            f"(target {target})")
+
+
+def headline(rounds: int, fill: int, reference_dir: Path, tune_malloc: bool) -> None:
+    """Print H1-H4 (module docstring)."""
+    torch.manual_seed(0)
+    np.random.seed(0)
+    transitions = collect(fill)
+    t128 = vs_reference(128, rounds, transitions, reference_dir, tune_malloc, sample=True)
+    print(ratio_line("H1. 2 updates, batch 128", t128["ours"], t128["reference"], "<= 0.6x"))
+    t512 = vs_reference(512, rounds, transitions, reference_dir, tune_malloc)
+    print(ratio_line("H2. 2 updates, batch 512", t512["ours"], t512["reference"], "<= 0.5x"))
+    print(ratio_line("H3. replay sample + crop, batch 128", t128["ours_sample"], t128["reference_sample"],
+                     "<= 0.7x", unit=1e3, fmt=".1f", suffix="ms"))
+    grow = {k: statistics.median(t512[k]) / statistics.median(t128[k]) for k in ("ours", "reference")}
+    print(f"H4. cost growth 128 -> 512 (median): ours {grow['ours']:.1f}x, reference {grow['reference']:.1f}x "
+          f"(target <= 4.5x)")
 
 
 def bench_env(domain: str, task: str, frames: int) -> tuple[float, float]:
@@ -135,10 +220,23 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=6, help="updates per timing round")
     parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds (median taken)")
     parser.add_argument("--frames", type=int, default=4000, help="environment frames per env benchmark")
+    parser.add_argument("--fill", type=int, default=1000, help="replay transitions for the headline rows")
+    parser.add_argument("--reference-dir", type=Path,
+                        default=Path(os.environ.get("CURL_REFERENCE_DIR", str(DEFAULT_REFERENCE))))
+    parser.add_argument("--no-tune-malloc", action="store_true", help="glibc defaults for both agents")
+    parser.add_argument("--skip-secondary", action="store_true", help="only the headline rows H1-H4")
     args = parser.parse_args()
     wall = time.perf_counter()
     print(f"hardware: {cpu_name()}, {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}; "
-          f"torch {torch.__version__}; MUJOCO_GL={os.environ.get('MUJOCO_GL')}")
+          f"torch {torch.__version__}; MUJOCO_GL={os.environ.get('MUJOCO_GL')}; "
+          f"load average {os.getloadavg()[0]:.1f}; agent.tune_malloc={not args.no_tune_malloc}")
+    if (args.reference_dir / "curl_sac.py").is_file():
+        headline(args.rounds, args.fill, args.reference_dir, not args.no_tune_malloc)
+    else:
+        print(f"H1-H4 skipped: no reference CURL at {args.reference_dir} (set --reference-dir)")
+    if args.skip_secondary:
+        print(f"wall time: {time.perf_counter() - wall:.0f} s; load average {os.getloadavg()[0]:.1f}")
+        return
 
     ours, stock = bench_updates(128, args.updates, args.rounds, "cpu")
     print(f"1. update time, batch 128, CPU: ours {ours:.3f} s (incl. contrastive) vs stock SB3 SAC {stock:.3f} s "
@@ -159,7 +257,7 @@ def main() -> None:
               f"{1 / stock:.1f} updates/s")
     else:
         print("4. no GPU: skipped updates/s at batch 512 and the cartpole-swingup 100k-frame learning runs")
-    print(f"wall time: {time.perf_counter() - wall:.0f} s")
+    print(f"wall time: {time.perf_counter() - wall:.0f} s; load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -66,15 +66,22 @@ def collect(fill: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray, floa
     return out
 
 
-def make_ours(device: str, batch: int, transitions: list) -> Any:
-    """Our CurlSAC (paper preset) with ``transitions`` in its replay buffer; returns ``update(n)``."""
+def build_ours(device: str, batch: int, transitions: list, sets: tuple[str, ...] = ()) -> Any:
+    """Our CurlSAC (paper preset, extra ``--set``s) with ``transitions`` in its replay buffer."""
     config = resolve_config(CurlTask(), preset="paper", device=device,
-                            sets=[f"agent.batch_size={batch}", "agent.buffer_size=5000", "agent.init_steps=1000000"])
+                            sets=[f"agent.batch_size={batch}", "agent.buffer_size=5000", "agent.init_steps=1000000",
+                                  *sets])
     model = make_agent(config, make_env(config, seed=0), device)
     model._setup_learn(total_timesteps=1)  # SB3 builds its logger here; no env steps
     for obs, action, reward, nxt, done in transitions:
         model.replay_buffer.add(obs[None], nxt[None], action[None], np.array([reward]), np.array([done]),
                                 [{"TimeLimit.truncated": False}])
+    return model
+
+
+def make_ours(device: str, batch: int, transitions: list) -> Any:
+    """Our CurlSAC (paper preset) with ``transitions`` in its replay buffer; returns ``update(n)``."""
+    model = build_ours(device, batch, transitions)
 
     def update(n: int) -> None:
         model.train(gradient_steps=n, batch_size=batch)
@@ -82,8 +89,8 @@ def make_ours(device: str, batch: int, transitions: list) -> Any:
     return update
 
 
-def make_reference(device: str, batch: int, transitions: list, reference_dir: Path) -> Any:
-    """The reference ``CurlSacAgent`` with the same settings and replay content; returns ``update(n)``."""
+def build_reference(device: str, batch: int, transitions: list, reference_dir: Path) -> tuple[Any, Any]:
+    """The reference ``(CurlSacAgent, ReplayBuffer)`` with our settings and replay content."""
     sys.path.insert(0, str(reference_dir))
     try:
         import curl_sac  # type: ignore[import-not-found]
@@ -103,6 +110,12 @@ def make_reference(device: str, batch: int, transitions: list, reference_dir: Pa
                                 image_size=84)
     for obs, action, reward, nxt, done in transitions:
         buffer.add(obs, action, reward, nxt, done)
+    return agent, buffer
+
+
+def make_reference(device: str, batch: int, transitions: list, reference_dir: Path) -> Any:
+    """The reference ``CurlSacAgent`` with the same settings and replay content; returns ``update(n)``."""
+    agent, buffer = build_reference(device, batch, transitions, reference_dir)
     logger = _NullLogger()
     step = [0]
 
