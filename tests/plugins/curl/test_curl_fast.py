@@ -74,3 +74,35 @@ def test_tune_malloc_is_idempotent_and_applies_on_glibc() -> None:
     first = tune_malloc()
     assert tune_malloc() == first
     assert first == (glibc() is not None)
+
+
+def run_updates(agent, saved, n: int = 2) -> tuple[dict, dict]:
+    """Restore ``saved``, run ``n`` updates on a fixed RNG; return (parameters, stats) after them."""
+    agent.load_training_state(copy.deepcopy(saved))
+    seed(5)
+    agent.train(gradient_steps=n, batch_size=8)
+    return ({k: v.detach().clone() for k, v in agent.policy.state_dict().items()},
+            {k: float(v) for k, v in agent.stats.items()})
+
+
+FLAG_TOLERANCE = {"channels_last": 1e-5, "bf16": 5e-2, "compile": 1e-4}
+"""Relative tolerance of the update's statistics; bf16 rounds the conv inputs and activations to 8 mantissa bits."""
+
+
+@pytest.mark.parametrize("flag", ["channels_last", "bf16", pytest.param("compile", marks=pytest.mark.cuda)])
+def test_speed_flags_give_the_same_update(flag: str) -> None:
+    from contrastlab.plugins.curl.fast import speed_flags
+
+    agent = tiny_agent(extra=("agent.actor_features=recompute",))
+    if flag == "compile" and not torch.cuda.is_available():
+        pytest.skip("torch.compile is checked on a GPU (minutes of inductor compilation on this 2-core CPU)")
+    saved = copy.deepcopy(agent.training_state())
+    params, stats = run_updates(agent, saved)
+    speed_flags(agent.policy, **{flag: True})
+    fast_params, fast_stats = run_updates(agent, saved)
+    tol = FLAG_TOLERANCE[flag]
+    for key, value in stats.items():
+        assert fast_stats[key] == pytest.approx(value, rel=tol, abs=tol), key
+    if flag != "bf16":  # bf16 changes Adam's first steps by up to the learning rate where a gradient is ~0
+        for key, value in params.items():
+            assert torch.allclose(fast_params[key], value, rtol=tol, atol=tol), key

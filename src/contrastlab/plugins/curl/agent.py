@@ -34,6 +34,7 @@ from stable_baselines3.common.utils import polyak_update
 from torch import Tensor, nn
 
 from contrastlab.plugins.curl.augment import random_crop, random_crops
+from contrastlab.plugins.curl.fast import speed_flags
 from contrastlab.plugins.curl.policy import CurlSACPolicy, LogStdSquash, q_values
 
 AlphaLoss = Literal["alpha", "log_alpha"]
@@ -93,6 +94,9 @@ class CurlSAC(SAC):
         contrastive_encoder_steps: int = 1,
         log_std_squash: LogStdSquash = "tanh",
         fast_sample: bool = True,
+        channels_last: bool = False,
+        bf16: bool = False,
+        compile: bool = False,
         **sac_kwargs: Any,
     ) -> None:
         """Build the agent; see the module docstring for the meaning of every setting (CURL appendix A)."""
@@ -106,6 +110,7 @@ class CurlSAC(SAC):
             raise ValueError(f"actor_features must be 'recompute' or 'reuse', got {actor_features!r}")
         self.alpha_loss, self.actor_features = alpha_loss, actor_features
         self.contrastive_encoder_steps, self.fast_sample = contrastive_encoder_steps, fast_sample
+        self.speed = dict(channels_last=channels_last, bf16=bf16, compile=compile)
         self.contrastive_loss, self.sampler = loss, sampler
         self.num_positives, self.crop = num_positives, crop
         self.encoder_lr, self.alpha_lr, self.alpha_beta = encoder_lr, alpha_lr, alpha_beta
@@ -124,6 +129,7 @@ class CurlSAC(SAC):
 
     def _setup_model(self) -> None:
         super()._setup_model()
+        speed_flags(self.policy, **self.speed)
         self.ent_coef_optimizer = torch.optim.Adam([self.log_ent_coef], lr=self.alpha_lr,
                                                    betas=(self.alpha_beta, 0.999))
         self.contrastive_loss.to(self.device)

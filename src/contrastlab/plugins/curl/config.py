@@ -78,6 +78,12 @@ class AgentSection(Section):
     tune_malloc: bool = True
     """Keep freed memory in glibc's heap instead of mmap/munmap per update (process-wide ``mallopt``; batch 512 on
     a CPU ≈2.5× faster; no-op off glibc; docs/curl.md "Speed")."""
+    channels_last: bool = False
+    """Channels-last (NHWC) conv trunks and inputs (faster convolutions on recent GPUs; same numbers to rounding)."""
+    bf16: bool = False
+    """Run the conv trunks under bf16 autocast (weights, optimisers and losses stay float32; GPUs with bf16)."""
+    compile: bool = False
+    """``torch.compile`` the conv trunks (the first updates pay the compilation; same numbers to rounding)."""
     fast_sample: bool = True
     """On a host-side replay buffer, copy the random crops straight from the frame ring (one gather per view, no
     full-size stacks); the same samples as sampling then cropping (tested)."""

@@ -74,14 +74,24 @@ class CurlFeatures(BaseFeaturesExtractor):
             )
         super().__init__(observation_space, features_dim=int(net.latent_dim))
         self.net, self.crop = net, crop
+        self.channels_last = False
+        """Feed the trunk channels-last (NHWC) images (set by :func:`~contrastlab.plugins.curl.fast.speed_flags`)."""
+        self.autocast_dtype: torch.dtype | None = None
+        """Run the conv trunk under autocast to this dtype (bf16), returning float32 features; ``None``: off."""
 
     def prepare(self, obs: Tensor) -> Tensor:
         """Centre-crop observations larger than the encoder input."""
         return center_crop(obs, self.crop) if obs.shape[-1] != self.crop else obs
 
     def trunk(self, obs: Tensor) -> Tensor:
-        """Conv trunk output ``[B, F]`` of (cropped) images ``[B, C, S, S]``."""
-        return self.net.forward_conv(self.prepare(obs))
+        """Conv trunk output ``[B, F]`` (float32) of (cropped) images ``[B, C, S, S]``."""
+        x = self.prepare(obs)
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        if self.autocast_dtype is None:
+            return self.net.forward_conv(x)
+        with torch.autocast(x.device.type, dtype=self.autocast_dtype):
+            return self.net.forward_conv(x).float()
 
     def forward(self, obs: Tensor) -> Tensor:
         """``[B, C, H, W]`` in ``[0, 1]`` → ``[B, latent_dim]``."""
