@@ -10,9 +10,10 @@ H3. replay sample + crop (+ float conversion), batch 128: our ``CurlSAC.sample_v
     ``ReplayBuffer.sample_cpc``. Target <= 0.7x.
 H4. cost growth of H1 → H2 (time at 512 / time at 128) of each agent. Target <= 4.5x.
 
-``agent.tune_malloc`` (our default) changes glibc's settings for the whole process, so the reference measured
-beside us runs with them too: the headline ratios are for the same allocator settings. ``--no-tune-malloc``
-measures both with glibc's defaults (the reference as it ships).
+``agent.tune_malloc`` (our default) changes glibc's settings for the whole process, so a reference measured in
+this process runs with them too (the ratios then compare the agents under the same allocator settings).
+``--reference-process`` runs the reference in a child process with glibc's defaults, as it ships, still one
+round each in turn (the issue's comparison); ``--no-tune-malloc`` turns our setting off.
 
 Secondary rows (issue 4):
 
@@ -25,7 +26,8 @@ Secondary rows (issue 4):
 
 With a GPU it also measures updates/s at batch 512. Usage::
 
-    python benchmarks/curl.py [--rounds 3] [--skip-secondary] [--no-tune-malloc] [--updates 6] [--frames 4000]
+    python benchmarks/curl.py --skip-secondary --reference-process     # headline, reference as it ships
+    python benchmarks/curl.py [--rounds 3] [--fill 1000] [--no-tune-malloc] [--updates 6] [--frames 4000]
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -85,40 +88,92 @@ def bench_updates(batch: int, updates: int, rounds: int, device: str, fill: int 
     return statistics.median(t_ours), statistics.median(t_stock)
 
 
-def interleaved(fns: dict[str, Any], rounds: int) -> dict[str, list[float]]:
-    """Seconds of each ``fn()`` per round, the functions alternating within every round (A/B/A/B...)."""
+def interleaved(fns: dict[str, Any], rounds: int, remote: bool = False) -> dict[str, list[float]]:
+    """Seconds of each ``fn()`` per round, the functions alternating within every round (A/B/A/B...); with
+    ``remote`` the ``reference`` function returns its own (child-process) seconds."""
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
             start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
+            out = fn()
+            times[name].append(out if remote and name == "reference" else time.perf_counter() - start)
     return times
 
 
-def vs_reference(batch: int, rounds: int, transitions: list, reference_dir: Path, tune_malloc: bool,
-                 sample: bool = False) -> dict[str, list[float]]:
-    """Seconds per 2 updates (and, with ``sample``, per sample + crop) of ours and the reference, interleaved."""
-    ours = build_ours("cpu", batch, transitions, sets=(f"agent.tune_malloc={str(tune_malloc).lower()}",))
-    agent, buffer = build_reference("cpu", batch, transitions, reference_dir)
+def reference_worker(batch: int, fill: int, reference_dir: Path) -> None:
+    """``--worker``: the reference agent in its own process (glibc defaults), timing one round per stdin line
+    (``update``: 2 updates; ``sample``: one ``sample_cpc``) and printing its seconds."""
+    torch.manual_seed(0)
+    np.random.seed(0)
+    agent, buffer = build_reference("cpu", batch, collect(fill), reference_dir)
     logger, step = _NullLogger(), [0]
 
-    def ref_updates(n: int = 2) -> None:
-        for _ in range(n):
+    def updates() -> None:
+        for _ in range(2):
             step[0] += 1
             agent.update(buffer, logger, step[0])
+
+    updates()  # warm-up
+    print("ready", flush=True)
+    for line in sys.stdin:
+        fn = updates if line.strip() == "update" else buffer.sample_cpc
+        start = time.perf_counter()
+        fn()
+        print(time.perf_counter() - start, flush=True)
+
+
+class _RemoteReference:
+    """Drives :func:`reference_worker` in a child process; ``run(cmd)`` returns the child's seconds."""
+
+    def __init__(self, batch: int, fill: int, reference_dir: Path) -> None:
+        cmd = [sys.executable, __file__, "--worker", str(batch), "--fill", str(fill), "--reference-dir",
+               str(reference_dir)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if self.proc.stdout.readline().strip() != "ready":  # type: ignore[union-attr]
+            raise SystemExit("error: the reference worker failed to start")
+
+    def run(self, cmd: str) -> float:
+        self.proc.stdin.write(cmd + "\n")  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+        return float(self.proc.stdout.readline())  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        self.proc.stdin.close()  # type: ignore[union-attr]
+        self.proc.wait()
+
+
+def vs_reference(batch: int, rounds: int, transitions: list, reference_dir: Path, tune_malloc: bool,
+                 sample: bool = False, remote: bool = False, fill: int = 0) -> dict[str, list[float]]:
+    """Seconds per 2 updates (and, with ``sample``, per sample + crop) of ours and the reference, interleaved;
+    ``remote``: the reference in a child process with glibc's defaults, still one round each in turn."""
+    ours = build_ours("cpu", batch, transitions, sets=(f"agent.tune_malloc={str(tune_malloc).lower()}",))
 
     def ours_sample() -> None:
         views, data = ours.sample_views(batch)
         [to_unit(v) for v in (*views, data.next_observations)]
 
-    fns = {"ours": lambda: ours.train(gradient_steps=2, batch_size=batch), "reference": ref_updates}
-    for fn in fns.values():
-        fn()  # warm-up
-    times = interleaved(fns, rounds)
+    ours.train(gradient_steps=2, batch_size=batch)  # warm-up
+    if remote:
+        ref = _RemoteReference(batch, fill, reference_dir)
+        ref_update, ref_sample = (lambda: ref.run("update")), (lambda: ref.run("sample"))
+    else:
+        agent, buffer = build_reference("cpu", batch, transitions, reference_dir)
+        logger, step = _NullLogger(), [0]
+
+        def ref_update() -> None:
+            for _ in range(2):
+                step[0] += 1
+                agent.update(buffer, logger, step[0])
+
+        ref_update()  # warm-up
+        ref_sample = buffer.sample_cpc
+    times = interleaved({"ours": lambda: ours.train(gradient_steps=2, batch_size=batch), "reference": ref_update},
+                        rounds, remote)
     if sample:
         times.update({f"{k}_sample": v for k, v in interleaved(
-            {"ours": ours_sample, "reference": buffer.sample_cpc}, rounds * 20).items()})
+            {"ours": ours_sample, "reference": ref_sample}, rounds * 20, remote).items()})
+    if remote:
+        ref.close()
     return times
 
 
@@ -131,14 +186,16 @@ def ratio_line(label: str, ours: list[float], ref: list[float], target: str, uni
             f"(target {target})")
 
 
-def headline(rounds: int, fill: int, reference_dir: Path, tune_malloc: bool) -> None:
+def headline(rounds: int, fill: int, reference_dir: Path, tune_malloc: bool, remote: bool) -> None:
     """Print H1-H4 (module docstring)."""
     torch.manual_seed(0)
     np.random.seed(0)
     transitions = collect(fill)
-    t128 = vs_reference(128, rounds, transitions, reference_dir, tune_malloc, sample=True)
+    where = "its own process, glibc defaults" if remote else "this process, the same allocator settings"
+    print(f"reference: {where}")
+    t128 = vs_reference(128, rounds, transitions, reference_dir, tune_malloc, sample=True, remote=remote, fill=fill)
     print(ratio_line("H1. 2 updates, batch 128", t128["ours"], t128["reference"], "<= 0.6x"))
-    t512 = vs_reference(512, rounds, transitions, reference_dir, tune_malloc)
+    t512 = vs_reference(512, rounds, transitions, reference_dir, tune_malloc, remote=remote, fill=fill)
     print(ratio_line("H2. 2 updates, batch 512", t512["ours"], t512["reference"], "<= 0.5x"))
     print(ratio_line("H3. replay sample + crop, batch 128", t128["ours_sample"], t128["reference_sample"],
                      "<= 0.7x", unit=1e3, fmt=".1f", suffix="ms"))
@@ -225,13 +282,19 @@ def main() -> None:
                         default=Path(os.environ.get("CURL_REFERENCE_DIR", str(DEFAULT_REFERENCE))))
     parser.add_argument("--no-tune-malloc", action="store_true", help="glibc defaults for both agents")
     parser.add_argument("--skip-secondary", action="store_true", help="only the headline rows H1-H4")
+    parser.add_argument("--reference-process", action="store_true",
+                        help="run the reference in a child process with glibc's defaults (as it ships)")
+    parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker is not None:
+        reference_worker(args.worker, args.fill, args.reference_dir)
+        return
     wall = time.perf_counter()
     print(f"hardware: {cpu_name()}, {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}; "
           f"torch {torch.__version__}; MUJOCO_GL={os.environ.get('MUJOCO_GL')}; "
           f"load average {os.getloadavg()[0]:.1f}; agent.tune_malloc={not args.no_tune_malloc}")
     if (args.reference_dir / "curl_sac.py").is_file():
-        headline(args.rounds, args.fill, args.reference_dir, not args.no_tune_malloc)
+        headline(args.rounds, args.fill, args.reference_dir, not args.no_tune_malloc, args.reference_process)
     else:
         print(f"H1-H4 skipped: no reference CURL at {args.reference_dir} (set --reference-dir)")
     if args.skip_secondary:
