@@ -93,7 +93,7 @@ FLAG_TOLERANCE = {"channels_last": 1e-5, "bf16": 5e-2, "compile": 1e-4}
 def test_speed_flags_give_the_same_update(flag: str) -> None:
     from contrastlab.plugins.curl.fast import speed_flags
 
-    agent = tiny_agent(extra=("agent.actor_features=recompute",))
+    agent = tiny_agent(extra=("agent.actor_features=recompute", "agent.channels_last=false"))
     if flag == "compile" and not torch.cuda.is_available():
         pytest.skip("torch.compile is checked on a GPU (minutes of inductor compilation on this 2-core CPU)")
     saved = copy.deepcopy(agent.training_state())

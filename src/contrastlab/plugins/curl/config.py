@@ -78,8 +78,9 @@ class AgentSection(Section):
     tune_malloc: bool = True
     """Keep freed memory in glibc's heap instead of mmap/munmap per update (process-wide ``mallopt``; batch 512 on
     a CPU ≈2.5× faster; no-op off glibc; docs/curl.md "Speed")."""
-    channels_last: bool = False
-    """Channels-last (NHWC) conv trunks and inputs (faster convolutions on recent GPUs; same numbers to rounding)."""
+    channels_last: bool = True
+    """Channels-last (NHWC) conv trunks and inputs: oneDNN's faster convolutions on a CPU (the trunk's forward +
+    backward ≈1.5× faster at batch 128 on the 2-core EPYC) and on recent GPUs; the same numbers to rounding."""
     bf16: bool = False
     """Run the conv trunks under bf16 autocast (weights, optimisers and losses stay float32; GPUs with bf16)."""
     compile: bool = False
