@@ -106,3 +106,18 @@ def test_speed_flags_give_the_same_update(flag: str) -> None:
     if flag != "bf16":  # bf16 changes Adam's first steps by up to the learning rate where a gradient is ~0
         for key, value in params.items():
             assert torch.allclose(fast_params[key], value, rtol=tol, atol=tol), key
+
+
+def test_uint8_input_folds_the_scaling_into_the_first_conv() -> None:
+    from contrastlab.encoders.pixel_conv import PixelConvEncoder
+
+    torch.manual_seed(0)
+    net = PixelConvEncoder(num_filters=8, latent_dim=16, image_size=28)
+    x = torch.randint(0, 256, (4, 9, 28, 28), dtype=torch.uint8)
+    folded = net.forward_conv(x)
+    grads = torch.autograd.grad(folded.square().sum(), list(net.conv.parameters()))
+    plain = net.forward_conv(to_unit(x))
+    plain_grads = torch.autograd.grad(plain.square().sum(), list(net.conv.parameters()))
+    assert torch.allclose(folded, plain, rtol=1e-5, atol=1e-6)
+    for g, p in zip(grads, plain_grads, strict=True):
+        assert torch.allclose(g, p, rtol=1e-4, atol=1e-6)

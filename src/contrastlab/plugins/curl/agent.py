@@ -162,8 +162,7 @@ class CurlSAC(SAC):
         """One CURL update (steps 1-5 of the module docstring); returns its scalar statistics."""
         self._n_updates += 1
         views, data = self.sample_views(batch_size)  # uint8 [B, C, S, S] each
-        obs, next_obs = to_unit(views[0]), to_unit(data.next_observations)
-        positives = [to_unit(v) for v in views[1:]]
+        obs, next_obs, positives = views[0], data.next_observations, views[1:]  # the encoder folds in the 1/255
         encoder, key_encoder, critic = self.policy.encoder, self.policy.key_encoder, self.policy.critic
         ent_coef = torch.exp(self.log_ent_coef.detach())
         stats: dict[str, Tensor] = {"ent_coef": ent_coef}

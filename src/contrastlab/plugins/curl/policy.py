@@ -54,8 +54,9 @@ def squash_log_std(raw: Tensor, mode: LogStdSquash = "tanh") -> Tensor:
 class CurlFeatures(BaseFeaturesExtractor):
     """A registered encoder (default ``pixel_conv``) behind SB3's features-extractor interface.
 
-    Input: float ``[B, C, H, W]`` in ``[0, 1]`` (SB3 divides uint8 images by 255); centre-cropped to ``crop``
-    when larger. The encoder must expose ``forward_conv`` (trunk) and ``head`` (projection), as ``pixel_conv`` does.
+    Input: ``[B, C, H, W]`` float in ``[0, 1]`` (SB3 divides by 255) or uint8 (the update's crops); centre-cropped
+    to ``crop`` when larger. The encoder must expose ``forward_conv`` (trunk) and ``head`` (projection), as
+    ``pixel_conv`` does.
     """
 
     def __init__(
