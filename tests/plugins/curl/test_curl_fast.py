@@ -10,7 +10,6 @@ import torch
 from test_curl_agent import tiny_agent
 from test_curl_buffer import episode_stream, make
 
-from contrastlab.plugins.curl.agent import to_unit
 from contrastlab.plugins.curl.augment import random_crop, random_crops
 from contrastlab.plugins.curl.fast import glibc, tune_malloc
 
@@ -37,12 +36,6 @@ def test_sample_crops_equal_sample_then_crop(views: int) -> None:
     assert torch.equal(fast.next_observations, plain_next)
     for name in ("actions", "dones", "rewards"):
         assert torch.equal(getattr(fast, name), getattr(data, name))
-
-
-def test_one_pass_float_conversion_is_bit_identical() -> None:
-    x = torch.randint(0, 256, (4, 9, 7, 7), dtype=torch.uint8)
-    out = to_unit(x)
-    assert out.dtype == torch.float32 and torch.equal(out, x.float().div_(255.0))
 
 
 def test_fast_and_plain_updates_are_identical() -> None:
@@ -116,7 +109,7 @@ def test_uint8_input_folds_the_scaling_into_the_first_conv() -> None:
     x = torch.randint(0, 256, (4, 9, 28, 28), dtype=torch.uint8)
     folded = net.forward_conv(x)
     grads = torch.autograd.grad(folded.square().sum(), list(net.conv.parameters()))
-    plain = net.forward_conv(to_unit(x))
+    plain = net.forward_conv(x.float() / 255.0)
     plain_grads = torch.autograd.grad(plain.square().sum(), list(net.conv.parameters()))
     assert torch.allclose(folded, plain, rtol=1e-5, atol=1e-6)
     for g, p in zip(grads, plain_grads, strict=True):

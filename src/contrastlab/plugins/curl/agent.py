@@ -52,11 +52,6 @@ def top1_accuracy(batch: Any) -> Tensor:
         return (pos > neg.max(dim=1).values).float().mean()
 
 
-def to_unit(images: Tensor) -> Tensor:
-    """uint8 images → float32 in ``[0, 1]`` in one pass (equal to ``images.float().div_(255)``, bit for bit)."""
-    return torch.div(images, 255.0)
-
-
 class CurlSAC(SAC):
     """SB3 ``SAC`` with CURL's encoder arrangement, update schedule and contrastive update.
 
