@@ -76,8 +76,8 @@ class AgentSection(Section):
     """Actor/α input: ``recompute`` the detached conv features after the critic step (CURL's code) or ``reuse``
     those computed before it (one conv forward less per actor update)."""
     tune_malloc: bool = True
-    """Keep freed memory in glibc's heap instead of mmap/munmap per update (process-wide ``mallopt``; batch 512 on
-    a CPU ≈2.5× faster; no-op off glibc; docs/curl.md "Speed")."""
+    """Keep freed memory in glibc's heap instead of mmap/munmap per update (process-wide ``mallopt``; issue 10
+    measured batch 512 2.6× faster on a 2-core CPU with the same setting; no-op off glibc; docs/curl.md "Speed")."""
     channels_last: bool = True
     """Channels-last (NHWC) conv trunks and inputs: oneDNN's faster convolutions on a CPU (the trunk's forward +
     backward ≈1.5× faster at batch 128 on the 2-core EPYC) and on recent GPUs; the same numbers to rounding."""
