@@ -1,4 +1,21 @@
-"""Side-by-side measurements for the ``curl`` plugin (issue 4). Prints ratios; asserts nothing.
+"""Side-by-side measurements for the ``curl`` plugin (issues 4 and 10). Prints ratios; asserts nothing.
+
+Headline (issue 10), ours vs the reference CURL agent (``benchmarks/curl_reference.py``: Laskin et al.'s code
+imported from ``--reference-dir``), the same replay content, interleaved A/B rounds in this one process, min and
+median over the rounds:
+
+H1. 2 updates (critic + contrastive each, actor/α/targets once), batch 128, CPU. Target <= 0.6x.
+H2. the same at batch 512. Target <= 0.5x.
+H3. replay sample + crop + float cast, batch 128: our ``CurlSAC.sample_views`` and ``.float()`` of its crops vs
+    the reference's ``ReplayBuffer.sample_cpc`` (both leave the 1/255 scaling to the encoder). Target <= 0.7x.
+H4. cost growth of H1 → H2 (time at 512 / time at 128) of each agent. Target <= 4.5x.
+
+``agent.tune_malloc`` (our default) changes glibc's settings for the whole process, so a reference measured in
+this process runs with them too (the ratios then compare the agents under the same allocator settings).
+``--reference-process`` runs the reference in a child process with glibc's defaults, as it ships, still one
+round each in turn (the issue's comparison); ``--no-tune-malloc`` turns our setting off.
+
+Secondary rows (issue 4):
 
 1. Per-update wall time at batch 128 on the CPU, our CURL update (critic + actor + contrastive) vs stock SB3
    ``SAC`` with the same encoder as its features extractor and no contrastive update. Target <= 0.85x.
@@ -9,7 +26,8 @@
 
 With a GPU it also measures updates/s at batch 512. Usage::
 
-    python benchmarks/curl.py [--updates 6] [--rounds 3] [--frames 4000]
+    python benchmarks/curl.py --skip-secondary --reference-process     # headline, reference as it ships
+    python benchmarks/curl.py [--rounds 3] [--fill 1000] [--no-tune-malloc] [--updates 6] [--frames 4000]
 """
 
 from __future__ import annotations
@@ -17,7 +35,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -32,6 +54,9 @@ from contrastlab.platform.sysinfo import hardware_info
 from contrastlab.plugins.curl.buffer import FrameStackReplayBuffer
 from contrastlab.plugins.curl.policy import CurlFeatures
 from contrastlab.plugins.curl.task import CurlTask, make_agent, make_env
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from curl_reference import DEFAULT_REFERENCE, _NullLogger, build_ours, build_reference, collect
 
 
 def time_updates(model, batch: int, updates: int) -> float:
@@ -60,6 +85,122 @@ def bench_updates(batch: int, updates: int, rounds: int, device: str, fill: int 
         t_ours.append(time_updates(ours, batch, updates))
         t_stock.append(time_updates(stock, batch, updates))
     return statistics.median(t_ours), statistics.median(t_stock)
+
+
+def interleaved(fns: dict[str, Any], rounds: int, remote: bool = False) -> dict[str, list[float]]:
+    """Seconds of each ``fn()`` per round, the functions alternating within every round (A/B/A/B...); with
+    ``remote`` the ``reference`` function returns its own (child-process) seconds."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            out = fn()
+            times[name].append(out if remote and name == "reference" else time.perf_counter() - start)
+    return times
+
+
+def reference_worker(batch: int, fill: int, reference_dir: Path) -> None:
+    """``--worker``: the reference agent in its own process (glibc defaults), timing one round per stdin line
+    (``update``: 2 updates; ``sample``: one ``sample_cpc``) and printing its seconds."""
+    torch.manual_seed(0)
+    np.random.seed(0)
+    agent, buffer = build_reference("cpu", batch, collect(fill), reference_dir)
+    logger, step = _NullLogger(), [0]
+
+    def updates() -> None:
+        for _ in range(2):
+            step[0] += 1
+            agent.update(buffer, logger, step[0])
+
+    updates()  # warm-up
+    print("ready", flush=True)
+    for line in sys.stdin:
+        fn = updates if line.strip() == "update" else buffer.sample_cpc
+        start = time.perf_counter()
+        fn()
+        print(time.perf_counter() - start, flush=True)
+
+
+class _RemoteReference:
+    """Drives :func:`reference_worker` in a child process; ``run(cmd)`` returns the child's seconds."""
+
+    def __init__(self, batch: int, fill: int, reference_dir: Path) -> None:
+        cmd = [sys.executable, __file__, "--worker", str(batch), "--fill", str(fill), "--reference-dir",
+               str(reference_dir)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if self.proc.stdout.readline().strip() != "ready":  # type: ignore[union-attr]
+            raise SystemExit("error: the reference worker failed to start")
+
+    def run(self, cmd: str) -> float:
+        self.proc.stdin.write(cmd + "\n")  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+        return float(self.proc.stdout.readline())  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        self.proc.stdin.close()  # type: ignore[union-attr]
+        self.proc.wait()
+
+
+def vs_reference(batch: int, rounds: int, transitions: list, reference_dir: Path, tune_malloc: bool,
+                 sample: bool = False, remote: bool = False, fill: int = 0) -> dict[str, list[float]]:
+    """Seconds per 2 updates (and, with ``sample``, per sample + crop) of ours and the reference, interleaved;
+    ``remote``: the reference in a child process with glibc's defaults, still one round each in turn."""
+    ours = build_ours("cpu", batch, transitions, sets=(f"agent.tune_malloc={str(tune_malloc).lower()}",))
+
+    def ours_sample() -> None:  # + the cast our encoder does (it folds the 1/255 into its first conv)
+        views, data = ours.sample_views(batch)
+        [v.float() for v in (*views, data.next_observations)]
+
+    ours.train(gradient_steps=2, batch_size=batch)  # warm-up
+    if remote:
+        ref = _RemoteReference(batch, fill, reference_dir)
+        ref_update, ref_sample = (lambda: ref.run("update")), (lambda: ref.run("sample"))
+    else:
+        agent, buffer = build_reference("cpu", batch, transitions, reference_dir)
+        logger, step = _NullLogger(), [0]
+
+        def ref_update() -> None:
+            for _ in range(2):
+                step[0] += 1
+                agent.update(buffer, logger, step[0])
+
+        ref_update()  # warm-up
+        ref_sample = buffer.sample_cpc
+    times = interleaved({"ours": lambda: ours.train(gradient_steps=2, batch_size=batch), "reference": ref_update},
+                        rounds, remote)
+    if sample:
+        times.update({f"{k}_sample": v for k, v in interleaved(
+            {"ours": ours_sample, "reference": ref_sample}, rounds * 20, remote).items()})
+    if remote:
+        ref.close()
+    return times
+
+
+def ratio_line(label: str, ours: list[float], ref: list[float], target: str, unit: float = 1.0, fmt: str = ".3f",
+               suffix: str = "s") -> str:
+    """``label: ours min/median vs reference min/median -> ratio min/median``."""
+    o_min, o_med, r_min, r_med = min(ours), statistics.median(ours), min(ref), statistics.median(ref)
+    return (f"{label}: ours {o_min * unit:{fmt}}/{o_med * unit:{fmt}} {suffix} vs reference {r_min * unit:{fmt}}/"
+            f"{r_med * unit:{fmt}} {suffix} (min/median) -> ratio {o_min / r_min:.2f}x/{o_med / r_med:.2f}x "
+            f"(target {target})")
+
+
+def headline(rounds: int, fill: int, reference_dir: Path, tune_malloc: bool, remote: bool) -> None:
+    """Print H1-H4 (module docstring)."""
+    torch.manual_seed(0)
+    np.random.seed(0)
+    transitions = collect(fill)
+    where = "its own process, glibc defaults" if remote else "this process, the same allocator settings"
+    print(f"reference: {where}")
+    t128 = vs_reference(128, rounds, transitions, reference_dir, tune_malloc, sample=True, remote=remote, fill=fill)
+    print(ratio_line("H1. 2 updates, batch 128", t128["ours"], t128["reference"], "<= 0.6x"))
+    t512 = vs_reference(512, rounds, transitions, reference_dir, tune_malloc, remote=remote, fill=fill)
+    print(ratio_line("H2. 2 updates, batch 512", t512["ours"], t512["reference"], "<= 0.5x"))
+    print(ratio_line("H3. replay sample + crop, batch 128", t128["ours_sample"], t128["reference_sample"],
+                     "<= 0.7x", unit=1e3, fmt=".1f", suffix="ms"))
+    grow = {k: statistics.median(t512[k]) / statistics.median(t128[k]) for k in ("ours", "reference")}
+    print(f"H4. cost growth 128 -> 512 (median): ours {grow['ours']:.1f}x, reference {grow['reference']:.1f}x "
+          f"(target <= 4.5x)")
 
 
 def bench_env(domain: str, task: str, frames: int) -> tuple[float, float]:
@@ -135,10 +276,29 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=6, help="updates per timing round")
     parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds (median taken)")
     parser.add_argument("--frames", type=int, default=4000, help="environment frames per env benchmark")
+    parser.add_argument("--fill", type=int, default=1000, help="replay transitions for the headline rows")
+    parser.add_argument("--reference-dir", type=Path,
+                        default=Path(os.environ.get("CURL_REFERENCE_DIR", str(DEFAULT_REFERENCE))))
+    parser.add_argument("--no-tune-malloc", action="store_true", help="glibc defaults for both agents")
+    parser.add_argument("--skip-secondary", action="store_true", help="only the headline rows H1-H4")
+    parser.add_argument("--reference-process", action="store_true",
+                        help="run the reference in a child process with glibc's defaults (as it ships)")
+    parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker is not None:
+        reference_worker(args.worker, args.fill, args.reference_dir)
+        return
     wall = time.perf_counter()
     print(f"hardware: {cpu_name()}, {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}; "
-          f"torch {torch.__version__}; MUJOCO_GL={os.environ.get('MUJOCO_GL')}")
+          f"torch {torch.__version__}; MUJOCO_GL={os.environ.get('MUJOCO_GL')}; "
+          f"load average {os.getloadavg()[0]:.1f}; agent.tune_malloc={not args.no_tune_malloc}")
+    if (args.reference_dir / "curl_sac.py").is_file():
+        headline(args.rounds, args.fill, args.reference_dir, not args.no_tune_malloc, args.reference_process)
+    else:
+        print(f"H1-H4 skipped: no reference CURL at {args.reference_dir} (set --reference-dir)")
+    if args.skip_secondary:
+        print(f"wall time: {time.perf_counter() - wall:.0f} s; load average {os.getloadavg()[0]:.1f}")
+        return
 
     ours, stock = bench_updates(128, args.updates, args.rounds, "cpu")
     print(f"1. update time, batch 128, CPU: ours {ours:.3f} s (incl. contrastive) vs stock SB3 SAC {stock:.3f} s "
@@ -159,7 +319,7 @@ def main() -> None:
               f"{1 / stock:.1f} updates/s")
     else:
         print("4. no GPU: skipped updates/s at batch 512 and the cartpole-swingup 100k-frame learning runs")
-    print(f"wall time: {time.perf_counter() - wall:.0f} s")
+    print(f"wall time: {time.perf_counter() - wall:.0f} s; load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

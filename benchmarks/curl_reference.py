@@ -13,6 +13,7 @@ replay sampling and cropping. CUDA work is synchronised before each clock read. 
 ``--json``, writes the figures to a file. Usage::
 
     python benchmarks/curl_reference.py --device cuda --batch 512 --updates 20 --rounds 3
+    python benchmarks/curl_reference.py --device cuda --set agent.channels_last=true --set agent.bf16=true
     python benchmarks/curl_reference.py --device cpu --batch 32 --updates 2 --rounds 1 --fill 120   # smoke
 """
 
@@ -66,15 +67,22 @@ def collect(fill: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray, floa
     return out
 
 
-def make_ours(device: str, batch: int, transitions: list) -> Any:
-    """Our CurlSAC (paper preset) with ``transitions`` in its replay buffer; returns ``update(n)``."""
+def build_ours(device: str, batch: int, transitions: list, sets: tuple[str, ...] = ()) -> Any:
+    """Our CurlSAC (paper preset, extra ``--set``s) with ``transitions`` in its replay buffer."""
     config = resolve_config(CurlTask(), preset="paper", device=device,
-                            sets=[f"agent.batch_size={batch}", "agent.buffer_size=5000", "agent.init_steps=1000000"])
+                            sets=[f"agent.batch_size={batch}", "agent.buffer_size=5000", "agent.init_steps=1000000",
+                                  *sets])
     model = make_agent(config, make_env(config, seed=0), device)
     model._setup_learn(total_timesteps=1)  # SB3 builds its logger here; no env steps
     for obs, action, reward, nxt, done in transitions:
         model.replay_buffer.add(obs[None], nxt[None], action[None], np.array([reward]), np.array([done]),
                                 [{"TimeLimit.truncated": False}])
+    return model
+
+
+def make_ours(device: str, batch: int, transitions: list, sets: tuple[str, ...] = ()) -> Any:
+    """Our CurlSAC (paper preset, extra ``--set``s) with ``transitions`` in its replay buffer; returns ``update(n)``."""
+    model = build_ours(device, batch, transitions, sets)
 
     def update(n: int) -> None:
         model.train(gradient_steps=n, batch_size=batch)
@@ -82,8 +90,8 @@ def make_ours(device: str, batch: int, transitions: list) -> Any:
     return update
 
 
-def make_reference(device: str, batch: int, transitions: list, reference_dir: Path) -> Any:
-    """The reference ``CurlSacAgent`` with the same settings and replay content; returns ``update(n)``."""
+def build_reference(device: str, batch: int, transitions: list, reference_dir: Path) -> tuple[Any, Any]:
+    """The reference ``(CurlSacAgent, ReplayBuffer)`` with our settings and replay content."""
     sys.path.insert(0, str(reference_dir))
     try:
         import curl_sac  # type: ignore[import-not-found]
@@ -103,6 +111,12 @@ def make_reference(device: str, batch: int, transitions: list, reference_dir: Pa
                                 image_size=84)
     for obs, action, reward, nxt, done in transitions:
         buffer.add(obs, action, reward, nxt, done)
+    return agent, buffer
+
+
+def make_reference(device: str, batch: int, transitions: list, reference_dir: Path) -> Any:
+    """The reference ``CurlSacAgent`` with the same settings and replay content; returns ``update(n)``."""
+    agent, buffer = build_reference(device, batch, transitions, reference_dir)
     logger = _NullLogger()
     step = [0]
 
@@ -134,13 +148,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--reference-dir", type=Path,
                    default=Path(os.environ.get("CURL_REFERENCE_DIR", str(DEFAULT_REFERENCE))))
     p.add_argument("--json", type=Path, default=None, help="write the figures here")
+    p.add_argument("--set", dest="sets", action="append", default=[],
+                   help="config override for our agent, e.g. --set agent.bf16=true (repeatable)")
     args = p.parse_args(argv)
     if not (args.reference_dir / "curl_sac.py").is_file():
         raise SystemExit(f"error: no reference CURL at {args.reference_dir} (set --reference-dir)")
     torch.manual_seed(0)
     np.random.seed(0)
     transitions = collect(args.fill)
-    ours = make_ours(args.device, args.batch, transitions)
+    ours = make_ours(args.device, args.batch, transitions, tuple(args.sets))
     ref = make_reference(args.device, args.batch, transitions, args.reference_dir)
     for fn in (ours, ref):
         fn(2)  # warm-up (cuDNN autotune, allocator)
@@ -150,10 +166,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         t_ref.append(timed(ref, args.updates, args.device))
     o, r = statistics.median(t_ours), statistics.median(t_ref)
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
-    result = {"device": name, "torch": torch.__version__, "batch": args.batch, "updates_per_round": args.updates,
+    result = {"device": name, "torch": torch.__version__, "batch": args.batch, "sets": args.sets,
+              "updates_per_round": args.updates,
               "rounds": args.rounds, "ours_s_per_update": o, "reference_s_per_update": r,
               "ours_updates_per_s": 1 / o, "reference_updates_per_s": 1 / r, "speedup_vs_reference": r / o}
-    print(f"CURL update, batch {args.batch}, {name} (torch {torch.__version__}, {torch.get_num_threads()} threads)")
+    print(f"CURL update, batch {args.batch}, {name} (torch {torch.__version__}, {torch.get_num_threads()} threads)"
+          f"{', ours with ' + ' '.join(args.sets) if args.sets else ''}")
     print(f"  ours      {1 / o:8.1f} updates/s ({o * 1e3:.1f} ms)")
     print(f"  reference {1 / r:8.1f} updates/s ({r * 1e3:.1f} ms)")
     print(f"  ours / reference speed: {r / o:.2f}x")

@@ -10,7 +10,9 @@
 # Steps (comma-separated in --steps; default: all of them, in this order):
 #   tests   pytest -m cuda (losses on the GPU against float64 CPU, bf16 autocast, CURL updates on the GPU)
 #   losses  benchmarks/losses.py --device cuda (every loss vs InfoNCE and vs paper-style code)
-#   curl    benchmarks/curl_reference.py: CURL updates/s at batch 512, ours vs the reference agent, same GPU
+#   curl    benchmarks/curl_reference.py: CURL updates/s at batch 512, ours vs the reference agent, same GPU;
+#           then ours with the speed flags channels_last, +bf16, +compile (issue 10)
+#   pack    K = 1 2 4 8 concurrent 20k-frame curl runs on the GPU (compare --runs-per-gpu K): total frames/s
 #   runs    cartpole-swingup, --frames env frames (default 100k), paper preset, each loss × seed, all at once
 #           on the one GPU (runs that were interrupted are resumed when the suite is started again)
 #   report  benchmarks/gpu_report.py: OUT/gpu_suite.json and the table between the gpu-suite markers of
@@ -21,7 +23,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STEPS="tests,losses,curl,runs,report"
+STEPS="tests,losses,curl,pack,runs,report"
+PACK_FRAMES=20000
+PACK_KS="1 2 4 8"
 OUT="gpu-suite"
 FRAMES=100000
 SEEDS="1 2"
@@ -41,13 +45,13 @@ while [ $# -gt 0 ]; do
     --set) EXTRA+=(--set "$2"); shift 2 ;;
     --results-md) RESULTS_MD="$2"; shift 2 ;;
     --dry-run) DRY=1; shift ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_suite.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 for step in ${STEPS//,/ }; do
-  case "$step" in tests|losses|curl|runs|report) ;; *)
-    echo "gpu_suite.sh: unknown step '$step'; valid: tests, losses, curl, runs, report" >&2; exit 2 ;;
+  case "$step" in tests|losses|curl|pack|runs|report) ;; *)
+    echo "gpu_suite.sh: unknown step '$step'; valid: tests, losses, curl, pack, runs, report" >&2; exit 2 ;;
   esac
 done
 if [ -z "${PYTHON:-}" ]; then
@@ -94,6 +98,39 @@ if has curl; then
   if [ "$DRY" = 1 ]; then cargs=(--device cpu --batch 16 --updates 1 --rounds 1 --fill 40); \
   else cargs=(--device cuda --batch 512 --updates 50 --rounds 3 --fill 1000); fi
   "$PYTHON" benchmarks/curl_reference.py "${cargs[@]}" --json "$OUT/curl_reference.json" 2>&1 | tee "$OUT/curl.log"
+  # issue 10: the GPU speed flags, each against the same reference (the cuda tests check their numbers)
+  if [ "$DRY" = 1 ]; then flagsets=("channels_last"); else flagsets=("channels_last" "channels_last bf16" "channels_last bf16 compile"); fi
+  for flags in "${flagsets[@]}"; do
+    fargs=(); for f in $flags; do fargs+=(--set "agent.$f=true"); done
+    tag="${flags// /+}"
+    log "curl: batch 512 with $tag"
+    "$PYTHON" benchmarks/curl_reference.py "${cargs[@]}" "${fargs[@]}" --json "$OUT/curl_reference_$tag.json" \
+      2>&1 | tee -a "$OUT/curl.log"
+  done
+fi
+
+if has pack; then
+  # issue 10: K concurrent curl runs on the one GPU (what `platform compare --runs-per-gpu K` does); the
+  # aggregate environment frames/s per K is in pack.log; the best K goes into docs/curl.md ("Speed")
+  if [ "$DRY" = 1 ]; then
+    pframes=40; pks="1 2"
+    pargs=(--preset smoke --device cpu --set agent.init_steps=2 --set agent.batch_size=8 --set env.render_size=48
+           --set agent.crop=40 --set agent.hidden_dim=32 --set checkpoint_every=$pframes)
+  else
+    pframes=$PACK_FRAMES; pks=$PACK_KS; pargs=(--preset paper --device cuda)
+  fi
+  for k in $pks; do
+    start=$(date +%s); ppids=()
+    for i in $(seq 1 "$k"); do
+      "$PYTHON" -m contrastlab.cli train --plugin curl --loss infonce --seed "$i" "${pargs[@]}" \
+        --set "train.env_frames=$pframes" --set "train.eval_every_frames=$pframes" --set train.eval_episodes=1 \
+        --set train.save_buffer=false --logdir "$OUT/pack/k$k" --run-name "run$i" > "$OUT/pack-k$k-$i.log" 2>&1 &
+      ppids+=($!)
+    done
+    pfail=0; for pid in "${ppids[@]}"; do wait "$pid" || pfail=$((pfail + 1)); done
+    wall=$(( $(date +%s) - start )); [ "$wall" -gt 0 ] || wall=1
+    echo "K=$k runs: $wall s wall, $(( k * pframes / wall )) env frames/s in total, $pfail failed" | tee -a "$OUT/pack.log"
+  done
 fi
 
 if has runs; then

@@ -39,6 +39,7 @@ BASE = ["compare", "--plugin", "toy", "--loss", "toy_plain,toy_debiased", "--pre
         (["--seeds", "0"], "--seeds 0"),
         (["--devices", "0"], "--devices '0'"),
         (["--devices", "0", "--jobs", "2"], "exclusive"),
+        (["--runs-per-gpu", "2"], "--runs-per-gpu needs --devices"),
     ],
 )
 def test_bad_input_fails_before_anything_runs(toy_pm, tmp_path, extra, message):

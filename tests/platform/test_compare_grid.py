@@ -75,6 +75,14 @@ def test_seeds_losses_devices():
             cmp.parse_devices(bad, available=4)
 
 
+def test_runs_per_gpu_slots():
+    assert cmp.device_slots(["cuda:0"], 3) == ["cuda:0"] * 3
+    assert cmp.device_slots(["cuda:0", "cuda:1"], 2) == ["cuda:0", "cuda:1", "cuda:0", "cuda:1"]
+    assert cmp.device_slots(["cuda:1"]) == ["cuda:1"]
+    with pytest.raises(ConfigError, match="--runs-per-gpu 0"):
+        cmp.device_slots(["cuda:0"], 0)
+
+
 def test_devices_on_this_machine_without_gpu():
     import torch
 

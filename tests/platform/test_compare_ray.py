@@ -36,7 +36,10 @@ def free_port() -> int:
 
 def env() -> dict[str, str]:
     path = os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0")
+    # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 makes Ray use 127.0.0.1 for every node address (Ray 2.60 otherwise
+    # advertises the machine's interface address despite --node-ip-address): the test cluster stays on loopback
+    return dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0",
+                RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +60,7 @@ def cluster(tmp_path_factory):
         if head.poll() is not None or time.monotonic() > deadline:
             pytest.fail(f"ray head did not start:\n{log.read_text()[-2000:]}")
         time.sleep(0.5)
+    assert "Local node IP: 127.0.0.1" in log.read_text(), "the test cluster must stay on loopback"
     yield f"127.0.0.1:{port}"
     head.send_signal(signal.SIGTERM)
     try:

@@ -40,6 +40,8 @@ HELP = {
     "unless it is already set.",
     "devices": "CUDA devices, one run per device at a time, e.g. --devices 0,1 (each run gets --device "
     "cuda:K). Exclusive with --jobs.",
+    "runs_per_gpu": "Runs at a time on each --devices GPU, e.g. --runs-per-gpu 4 (default: 1); small models such "
+    "as curl leave most of a GPU idle (docs/curl.md, \"Speed\").",
     "out": "Output directory, e.g. --out results/table3 (default: compare/<plugin or recipe>-<hash of the grid>).",
     "rows": "Comma-separated config keys naming the table rows, e.g. --rows env.task (default: every "
     "varying key not under loss.).",
@@ -158,6 +160,7 @@ def add_compare_commands(app: typer.Typer) -> None:
         grid: Annotated[list[str] | None, typer.Option(help=HELP["grid"])] = None,
         jobs: Annotated[int | None, typer.Option(help=HELP["jobs"])] = None,
         devices: Annotated[str | None, typer.Option(help=HELP["devices"])] = None,
+        runs_per_gpu: Annotated[int | None, typer.Option(help=HELP["runs_per_gpu"])] = None,
         out: Annotated[Path | None, typer.Option(help=HELP["out"])] = None,
         rows: Annotated[str | None, typer.Option(help=HELP["rows"])] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help=HELP["dry_run"])] = False,
@@ -184,7 +187,7 @@ def add_compare_commands(app: typer.Typer) -> None:
 
           platform compare --plugin simclr --loss infonce,dcl --seeds 3 --preset smoke
 
-          platform compare --recipe dcl-table3 --devices 0
+          platform compare --recipe dcl-table3 --devices 0 --runs-per-gpu 4
 
           platform compare --plugin curl --loss infonce,dcl --grid loss.tau_plus=0.01,0.1 --preset paper --seeds 3
 
@@ -199,7 +202,10 @@ def add_compare_commands(app: typer.Typer) -> None:
             raise ConfigError("--jobs and --devices are exclusive: --devices runs one process per listed GPU")
         if jobs is not None and jobs < 1:
             raise ConfigError(f"--jobs {jobs}: must be ≥ 1")
-        slots: list[str | None] = cmp.parse_devices(devices) if devices is not None else [None] * (jobs or 1)
+        if runs_per_gpu is not None and devices is None:
+            raise ConfigError("--runs-per-gpu needs --devices (it packs runs onto the listed GPUs)")
+        slots: list[str | None] = ([*cmp.device_slots(cmp.parse_devices(devices), runs_per_gpu or 1)]
+                                   if devices is not None else [None] * (jobs or 1))
         if tuned and (plugin or loss or recipe or grid or preset):
             raise ConfigError("--tuned takes the plugin, loss, preset and values from the studies; drop the others")
         if tuned:

@@ -5,12 +5,13 @@ appendix A (inherited from SAC-AE, Yarats et al. 2019): ``num_layers`` 3×3 conv
 channels each (stride 2 for the first, 1 after), ReLU after each, then ``Linear -> LayerNorm`` to a
 ``latent_dim``-dimensional feature (50 in the paper). No tanh: CURL uses the normalised logits directly.
 
-Inputs are float images scaled to ``[0, 1]``, shape ``[B, in_channels, image_size, image_size]``.
+Inputs are float images scaled to ``[0, 1]`` or uint8 images, shape ``[B, in_channels, image_size, image_size]``.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from contrastlab.platform.registry import HParam
@@ -83,7 +84,16 @@ class PixelConvEncoder(nn.Module):
         self.apply(curl_weight_init)
 
     def forward_conv(self, x: Tensor) -> Tensor:
-        """Conv trunk: ``[B, C, S, S]`` in ``[0, 1]`` → flattened ``[B, num_filters·s·s]``."""
+        """Conv trunk: ``[B, C, S, S]`` float in ``[0, 1]``, or uint8 in ``[0, 255]`` → ``[B, num_filters·s·s]``.
+
+        uint8 images are cast once and the ``1/255`` scaling is folded into the first convolution's weights
+        (``conv(x, W/255) = conv(x/255, W)``, equal to rounding; same gradients), which saves the division pass
+        over the images.
+        """
+        if x.dtype == torch.uint8:
+            first = self.conv[0]
+            h = F.conv2d(x.float(), first.weight * (1.0 / 255.0), first.bias, first.stride, first.padding)
+            return self.conv[1:](h)
         return self.conv(x)
 
     def forward(self, x: Tensor, detach_conv: bool = False) -> Tensor:

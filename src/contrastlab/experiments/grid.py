@@ -122,6 +122,15 @@ def parse_devices(spec: str, available: int | None = None) -> list[str]:
     return [f"cuda:{i}" for i in ids]
 
 
+def device_slots(devices: Sequence[str], runs_per_gpu: int = 1) -> list[str]:
+    """``runs_per_gpu`` concurrent-run slots per device, spread round-robin: ``(["cuda:0", "cuda:1"], 2)`` →
+    ``["cuda:0", "cuda:1", "cuda:0", "cuda:1"]`` (the runner fills free slots in order, so the first runs land
+    on distinct GPUs)."""
+    if runs_per_gpu < 1:
+        raise ConfigError(f"--runs-per-gpu {runs_per_gpu}: must be ≥ 1")
+    return [d for _ in range(runs_per_gpu) for d in devices]
+
+
 # ---------------------------------------------------------------------------------------------- grid
 @dataclass(frozen=True)
 class GridPoint:

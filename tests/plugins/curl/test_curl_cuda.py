@@ -29,3 +29,18 @@ def test_updates_on_cuda_are_finite_and_train_the_encoder(loss: str) -> None:
     assert all(math.isfinite(v) for v in agent.stats.values()), agent.stats
     assert any(not torch.equal(b, p) for b, p in zip(before, conv.parameters(), strict=True))
     assert all(torch.isfinite(p).all() for p in agent.policy.parameters())
+
+
+def test_an_update_makes_no_host_sync() -> None:
+    """Issue 10: no ``item()``/``float()``/blocking copy inside an update (statistics stay on the device)."""
+    config = resolve_config(CurlTask(), preset="smoke", sets=SMALL, device="cuda")
+    agent = make_agent(config, make_env(config, seed=0), "cuda")
+    agent.learn(90)  # 80 random steps, 10 warm-up updates
+    assert agent.replay_buffer.device_frames is not None
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        agent.train(gradient_steps=4, batch_size=64)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert set(agent.pop_stats()) >= {"critic_loss", "contrastive_loss"}

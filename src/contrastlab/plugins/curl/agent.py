@@ -34,6 +34,7 @@ from stable_baselines3.common.utils import polyak_update
 from torch import Tensor, nn
 
 from contrastlab.plugins.curl.augment import random_crop, random_crops
+from contrastlab.plugins.curl.fast import speed_flags
 from contrastlab.plugins.curl.policy import CurlSACPolicy, LogStdSquash, q_values
 
 AlphaLoss = Literal["alpha", "log_alpha"]
@@ -87,6 +88,10 @@ class CurlSAC(SAC):
         actor_features: ActorFeatures = "reuse",
         contrastive_encoder_steps: int = 1,
         log_std_squash: LogStdSquash = "tanh",
+        fast_sample: bool = True,
+        channels_last: bool = False,
+        bf16: bool = False,
+        compile: bool = False,
         **sac_kwargs: Any,
     ) -> None:
         """Build the agent; see the module docstring for the meaning of every setting (CURL appendix A)."""
@@ -99,7 +104,8 @@ class CurlSAC(SAC):
         if actor_features not in ("recompute", "reuse"):
             raise ValueError(f"actor_features must be 'recompute' or 'reuse', got {actor_features!r}")
         self.alpha_loss, self.actor_features = alpha_loss, actor_features
-        self.contrastive_encoder_steps = contrastive_encoder_steps
+        self.contrastive_encoder_steps, self.fast_sample = contrastive_encoder_steps, fast_sample
+        self.speed = dict(channels_last=channels_last, bf16=bf16, compile=compile)
         self.contrastive_loss, self.sampler = loss, sampler
         self.num_positives, self.crop = num_positives, crop
         self.encoder_lr, self.alpha_lr, self.alpha_beta = encoder_lr, alpha_lr, alpha_beta
@@ -118,6 +124,7 @@ class CurlSAC(SAC):
 
     def _setup_model(self) -> None:
         super()._setup_model()
+        speed_flags(self.policy, **self.speed)
         self.ent_coef_optimizer = torch.optim.Adam([self.log_ent_coef], lr=self.alpha_lr,
                                                    betas=(self.alpha_beta, 0.999))
         self.contrastive_loss.to(self.device)
@@ -149,11 +156,8 @@ class CurlSAC(SAC):
     def update(self, batch_size: int) -> dict[str, Tensor]:
         """One CURL update (steps 1-5 of the module docstring); returns its scalar statistics."""
         self._n_updates += 1
-        data = self.replay_buffer.sample(batch_size, env=self._vec_normalize_env)  # type: ignore[union-attr]
-        views = random_crops(data.observations, self.crop, 1 + self.num_positives)  # uint8 [B, C, S, S] each
-        obs = views[0].float().div_(255.0)
-        positives = [v.float().div_(255.0) for v in views[1:]]
-        next_obs = random_crop(data.next_observations, self.crop).float().div_(255.0)
+        views, data = self.sample_views(batch_size)  # uint8 [B, C, S, S] each
+        obs, next_obs, positives = views[0], data.next_observations, views[1:]  # the encoder folds in the 1/255
         encoder, key_encoder, critic = self.policy.encoder, self.policy.key_encoder, self.policy.critic
         ent_coef = torch.exp(self.log_ent_coef.detach())
         stats: dict[str, Tensor] = {"ent_coef": ent_coef}
@@ -201,6 +205,18 @@ class CurlSAC(SAC):
         # 5. contrastive update
         stats.update(self.contrastive_update(obs, positives))
         return stats
+
+    def sample_views(self, batch_size: int) -> tuple[list[Tensor], Any]:
+        """``1 + M`` random crops of a replay batch's ``obs`` and the batch, whose ``next_observations`` is a random
+        crop of ``next_obs`` (uint8). ``fast_sample`` with a host-side frame ring: crops copied straight from the
+        ring (:meth:`FrameStackReplayBuffer.sample_crops`, the same tensors); else sample, then crop on the device.
+        """
+        buffer = self.replay_buffer
+        if self.fast_sample and getattr(buffer, "device_frames", True) is None:
+            return buffer.sample_crops(batch_size, self.crop, 1 + self.num_positives)  # type: ignore[union-attr]
+        data = buffer.sample(batch_size, env=self._vec_normalize_env)  # type: ignore[union-attr]
+        views = random_crops(data.observations, self.crop, 1 + self.num_positives)
+        return views, data._replace(next_observations=random_crop(data.next_observations, self.crop))
 
     def temperature_loss(self, log_prob: Tensor) -> Tensor:
         """The entropy-temperature loss of log-probabilities ``[B]`` of fresh actions (gradient only to log α).

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium import spaces
+from numpy.lib.stride_tricks import sliding_window_view
 from stable_baselines3.common.buffers import BaseBuffer
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from stable_baselines3.common.vec_env import VecNormalize
@@ -179,17 +180,62 @@ class FrameStackReplayBuffer(BaseBuffer):
         newest, start = self.next_frame[batch_inds], self.episode_start[batch_inds]
         if self.device_frames is not None:
             obs_t, next_t = self._gather_on_device(newest, start)
-        else:
-            obs_t = torch.from_numpy(self._gather(self._stack_positions(newest - 1, start))).to(self.device)
-            next_t = torch.from_numpy(self._gather(self._stack_positions(newest, start))).to(self.device)
+        else:  # k + 1 frames gathered once; obs and next_obs are views of them
+            window = self._gather(self._window_positions(newest, start))  # [n, C·(k+1), H, W]
+            C = self.frame_channels
+            obs_t = self._to_device(torch.from_numpy(window[:, :-C]))
+            next_t = self._to_device(torch.from_numpy(window[:, C:]))
+        actions, dones, rewards = self._scalars(batch_inds)
+        return ReplayBufferSamples(obs_t, actions, next_t, dones, rewards)
+
+    def _window_positions(self, newest: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """``[n, k+1]`` absolute positions of the frames of obs (``[:, :-1]``) and next_obs (``[:, 1:]``)."""
+        return np.maximum(newest[:, None] + np.arange(-self.stack, 1)[None, :], start[:, None])
+
+    def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Copy a host tensor to ``device``; through pinned memory without blocking on CUDA."""
+        if self.device.type == "cuda":
+            return tensor.pin_memory().to(self.device, non_blocking=True)
+        return tensor.to(self.device)
+
+    def _scalars(self, batch_inds: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(actions [n, A], dones [n, 1], rewards [n, 1])`` on ``device``; timeouts are not terminal."""
         not_timeout = 1.0 - self.timeouts[batch_inds]
-        return ReplayBufferSamples(
-            observations=obs_t,
-            actions=torch.from_numpy(self.actions[batch_inds]).to(self.device),
-            next_observations=next_t,
-            dones=torch.from_numpy((self.dones[batch_inds] * not_timeout)[:, None]).to(self.device),
-            rewards=torch.from_numpy(self.rewards[batch_inds][:, None]).to(self.device),
-        )
+        return (self._to_device(torch.from_numpy(self.actions[batch_inds])),
+                self._to_device(torch.from_numpy((self.dones[batch_inds] * not_timeout)[:, None])),
+                self._to_device(torch.from_numpy(self.rewards[batch_inds][:, None])))
+
+    def sample_crops(self, batch_size: int, crop: int, views: int,
+                     generator: torch.Generator | None = None) -> tuple[list[torch.Tensor], ReplayBufferSamples]:
+        """``views`` random crops of each sampled ``obs`` and one of its ``next_obs``, copied from the frame ring.
+
+        Returns ``([obs crop 1, …, obs crop views], samples)`` with ``samples.next_observations`` the cropped
+        ``next_obs`` (uint8 ``[n, C·k, crop, crop]`` each). It draws the same random numbers in the same order as
+        ``sample`` followed by ``random_crops(obs, crop, views)`` and ``random_crop(next_obs, crop)`` on the CPU,
+        and returns the same tensors; only the ``crop``² pixels of each view are copied (one fancy index of a
+        strided window view, as CURL's numpy crop does, but straight from the frame ring).
+        """
+        from contrastlab.plugins.curl.augment import crop_offsets
+
+        if self.size() == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        inds = np.random.randint(self.oldest, self.transitions, size=batch_size) % self.buffer_size
+        window = self._window_positions(self.next_frame[inds], self.episode_start[inds]) % self.frame_capacity
+        size = self.frames.shape[-1]
+        if crop > size or crop > self.frames.shape[-2]:
+            raise ValueError(f"crop {crop} is larger than the images {self.frames.shape[-2:]}")
+        top, left = (t.numpy() for t in crop_offsets(batch_size * views, size, crop, "cpu", generator))
+        next_top, next_left = (t.numpy() for t in crop_offsets(batch_size, size, crop, "cpu", generator))
+        top = np.concatenate([top, next_top]).reshape(views + 1, batch_size, 1)
+        left = np.concatenate([left, next_left]).reshape(views + 1, batch_size, 1)
+        patches = sliding_window_view(self.frames, (crop, crop), axis=(2, 3))  # [N, C, H-c+1, W-c+1, c, c] view
+        out = np.empty((views + 1, batch_size, self.stack, self.frame_channels, crop, crop), dtype=self.frames.dtype)
+        for v in range(views + 1):
+            positions = window[:, 1:] if v == views else window[:, :-1]  # [n, k]
+            out[v] = patches[positions, :, top[v], left[v]]  # [n, k, C, c, c]: one patch copy per frame
+        crops = self._to_device(torch.from_numpy(out.reshape(views + 1, batch_size, -1, crop, crop))).unbind(0)
+        actions, dones, rewards = self._scalars(inds)
+        return list(crops[:views]), ReplayBufferSamples(crops[0], actions, crops[views], dones, rewards)
 
     def _gather_on_device(self, newest: np.ndarray, start: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """``obs`` and ``next_obs`` stacks ``[n, C·k, H, W]`` from the device mirror, ``k + 1`` frames each."""

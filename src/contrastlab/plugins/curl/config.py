@@ -75,6 +75,19 @@ class AgentSection(Section):
     actor_features: Literal["recompute", "reuse"] = "reuse"
     """Actor/α input: ``recompute`` the detached conv features after the critic step (CURL's code) or ``reuse``
     those computed before it (one conv forward less per actor update)."""
+    tune_malloc: bool = True
+    """Keep freed memory in glibc's heap instead of mmap/munmap per update (process-wide ``mallopt``; issue 10
+    measured batch 512 2.6× faster on a 2-core CPU with the same setting; no-op off glibc; docs/curl.md "Speed")."""
+    channels_last: bool = True
+    """Channels-last (NHWC) conv trunks and inputs: oneDNN's faster convolutions on a CPU (the trunk's forward +
+    backward ≈1.5× faster at batch 128 on the 2-core EPYC) and on recent GPUs; the same numbers to rounding."""
+    bf16: bool = False
+    """Run the conv trunks under bf16 autocast (weights, optimisers and losses stay float32; GPUs with bf16)."""
+    compile: bool = False
+    """``torch.compile`` the conv trunks (the first updates pay the compilation; same numbers to rounding)."""
+    fast_sample: bool = True
+    """On a host-side replay buffer, copy the random crops straight from the frame ring (one gather per view, no
+    full-size stacks); the same samples as sampling then cropping (tested)."""
 
     def learning_rate(self, domain: str) -> float:
         """The actor/critic/encoder learning rate for ``domain`` (``lr`` or CURL's per-task value)."""

@@ -54,8 +54,9 @@ def squash_log_std(raw: Tensor, mode: LogStdSquash = "tanh") -> Tensor:
 class CurlFeatures(BaseFeaturesExtractor):
     """A registered encoder (default ``pixel_conv``) behind SB3's features-extractor interface.
 
-    Input: float ``[B, C, H, W]`` in ``[0, 1]`` (SB3 divides uint8 images by 255); centre-cropped to ``crop``
-    when larger. The encoder must expose ``forward_conv`` (trunk) and ``head`` (projection), as ``pixel_conv`` does.
+    Input: ``[B, C, H, W]`` float in ``[0, 1]`` (SB3 divides by 255) or uint8 (the update's crops); centre-cropped
+    to ``crop`` when larger. The encoder must expose ``forward_conv`` (trunk) and ``head`` (projection), as
+    ``pixel_conv`` does.
     """
 
     def __init__(
@@ -74,14 +75,24 @@ class CurlFeatures(BaseFeaturesExtractor):
             )
         super().__init__(observation_space, features_dim=int(net.latent_dim))
         self.net, self.crop = net, crop
+        self.channels_last = False
+        """Feed the trunk channels-last (NHWC) images (set by :func:`~contrastlab.plugins.curl.fast.speed_flags`)."""
+        self.autocast_dtype: torch.dtype | None = None
+        """Run the conv trunk under autocast to this dtype (bf16), returning float32 features; ``None``: off."""
 
     def prepare(self, obs: Tensor) -> Tensor:
         """Centre-crop observations larger than the encoder input."""
         return center_crop(obs, self.crop) if obs.shape[-1] != self.crop else obs
 
     def trunk(self, obs: Tensor) -> Tensor:
-        """Conv trunk output ``[B, F]`` of (cropped) images ``[B, C, S, S]``."""
-        return self.net.forward_conv(self.prepare(obs))
+        """Conv trunk output ``[B, F]`` (float32) of (cropped) images ``[B, C, S, S]``."""
+        x = self.prepare(obs)
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        if self.autocast_dtype is None:
+            return self.net.forward_conv(x)
+        with torch.autocast(x.device.type, dtype=self.autocast_dtype):
+            return self.net.forward_conv(x).float()
 
     def forward(self, obs: Tensor) -> Tensor:
         """``[B, C, H, W]`` in ``[0, 1]`` → ``[B, latent_dim]``."""
@@ -134,6 +145,14 @@ class CurlActor(Actor):
         """Mean and bounded log σ ``([B, A], [B, A])`` from the actor's features."""
         latent = self.latent_pi(features)
         return self.mu(latent), squash_log_std(self.log_std(latent), self.log_std_squash)  # type: ignore[operator]
+
+    def extract_features(self, obs: PyTorchObs, features_extractor: BaseFeaturesExtractor) -> Tensor:
+        """Centre-crop uint8 observations larger than the encoder input *before* SB3 converts them to float (the
+        float copy of a 100 px stack is 1.4× the 84 px crop); the same features as cropping after converting."""
+        crop = getattr(getattr(features_extractor, "critic_features", None), "crop", None)
+        if isinstance(obs, Tensor) and obs.dtype == torch.uint8 and crop is not None and obs.shape[-1] > crop:
+            obs = center_crop(obs, crop)
+        return super().extract_features(obs, features_extractor)
 
     def get_action_dist_params(self, obs: PyTorchObs) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
         """Mean, bounded log σ and no extra arguments for the action distribution of ``obs``."""

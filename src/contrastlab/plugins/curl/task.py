@@ -64,6 +64,10 @@ def make_agent(config: CurlConfig, env: Any, device: torch.device | str) -> Any:
     from contrastlab.plugins.curl.buffer import FrameStackReplayBuffer
 
     a = config.agent
+    if a.tune_malloc:
+        from contrastlab.plugins.curl.fast import tune_malloc
+
+        tune_malloc()
     lr = a.learning_rate(config.env.domain)
     loss, sampler = make_contrastive(config)
     return CurlSAC(
@@ -73,6 +77,7 @@ def make_agent(config: CurlConfig, env: Any, device: torch.device | str) -> Any:
         critic_tau=a.critic_tau, encoder_tau=a.encoder_tau, actor_update_freq=a.actor_update_freq,
         target_update_freq=a.target_update_freq, alpha_loss=a.alpha_loss, actor_features=a.actor_features,
         contrastive_encoder_steps=a.contrastive_encoder_steps, log_std_squash=a.log_std_squash,
+        fast_sample=a.fast_sample, channels_last=a.channels_last, bf16=a.bf16, compile=a.compile,
         buffer_size=a.buffer_size, learning_starts=a.init_steps,
         batch_size=a.batch_size, gamma=a.gamma, train_freq=1, gradient_steps=1,
         replay_buffer_class=FrameStackReplayBuffer, seed=config.seed, device=device, verbose=0,

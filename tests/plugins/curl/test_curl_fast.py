@@ -1,0 +1,116 @@
+"""Issue 10 ("Fast CURL"): every fast path gives the same numbers as the plain path on the same batch and RNG."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from test_curl_agent import tiny_agent
+from test_curl_buffer import episode_stream, make
+
+from contrastlab.plugins.curl.augment import random_crop, random_crops
+from contrastlab.plugins.curl.fast import glibc, tune_malloc
+
+
+def seed(n: int) -> None:
+    np.random.seed(n)
+    torch.manual_seed(n)
+
+
+@pytest.mark.parametrize("views", [1, 3])
+def test_sample_crops_equal_sample_then_crop(views: int) -> None:
+    buf = make(40)
+    for t in episode_stream(np.random.default_rng(0), [7, 30, 12]):
+        buf.add(*t)
+    seed(1)
+    fast_views, fast = buf.sample_crops(16, 4, views)
+    seed(1)
+    data = buf.sample(16)
+    plain_views = random_crops(data.observations, 4, views)
+    plain_next = random_crop(data.next_observations, 4)
+    assert len(fast_views) == views
+    for a, b in zip(fast_views, plain_views, strict=True):
+        assert torch.equal(a, b)
+    assert torch.equal(fast.next_observations, plain_next)
+    for name in ("actions", "dones", "rewards"):
+        assert torch.equal(getattr(fast, name), getattr(data, name))
+
+
+def test_fast_and_plain_updates_are_identical() -> None:
+    agent = tiny_agent(extra=("agent.actor_features=recompute", "agent.contrastive_encoder_steps=2"))
+    saved = copy.deepcopy(agent.training_state())
+    results = []
+    for fast in (True, False):
+        agent.load_training_state(copy.deepcopy(saved))
+        agent.fast_sample = fast
+        seed(3)
+        agent.train(gradient_steps=2, batch_size=8)
+        results.append({k: v.detach().clone() for k, v in agent.policy.state_dict().items()})
+    for key, value in results[0].items():
+        assert torch.equal(value, results[1][key]), key
+
+
+def test_actor_crops_uint8_before_converting() -> None:
+    agent = tiny_agent()
+    obs = torch.randint(0, 256, (2, 9, 32, 32), dtype=torch.uint8)
+    actor = agent.actor
+    fast = actor.extract_features(obs, actor.features_extractor)
+    plain = actor.features_extractor(obs.float() / 255.0)  # float first, then the extractor's own centre crop
+    assert torch.allclose(fast, plain, atol=1e-6)
+    a, _ = agent.predict(obs[0].numpy(), deterministic=True)
+    assert np.all(np.abs(a) <= 1)
+
+
+def test_tune_malloc_is_idempotent_and_applies_on_glibc() -> None:
+    first = tune_malloc()
+    assert tune_malloc() == first
+    assert first == (glibc() is not None)
+
+
+def run_updates(agent, saved, n: int = 2) -> tuple[dict, dict]:
+    """Restore ``saved``, run ``n`` updates on a fixed RNG; return (parameters, stats) after them."""
+    agent.load_training_state(copy.deepcopy(saved))
+    seed(5)
+    agent.train(gradient_steps=n, batch_size=8)
+    return ({k: v.detach().clone() for k, v in agent.policy.state_dict().items()},
+            {k: float(v) for k, v in agent.stats.items()})
+
+
+FLAG_TOLERANCE = {"channels_last": 1e-5, "bf16": 5e-2, "compile": 1e-4}
+"""Relative tolerance of the update's statistics; bf16 rounds the conv inputs and activations to 8 mantissa bits."""
+
+
+@pytest.mark.parametrize("flag", ["channels_last", "bf16", pytest.param("compile", marks=pytest.mark.cuda)])
+def test_speed_flags_give_the_same_update(flag: str) -> None:
+    from contrastlab.plugins.curl.fast import speed_flags
+
+    agent = tiny_agent(extra=("agent.actor_features=recompute", "agent.channels_last=false"))
+    if flag == "compile" and not torch.cuda.is_available():
+        pytest.skip("torch.compile is checked on a GPU (minutes of inductor compilation on this 2-core CPU)")
+    saved = copy.deepcopy(agent.training_state())
+    params, stats = run_updates(agent, saved)
+    speed_flags(agent.policy, **{flag: True})
+    fast_params, fast_stats = run_updates(agent, saved)
+    tol = FLAG_TOLERANCE[flag]
+    for key, value in stats.items():
+        assert fast_stats[key] == pytest.approx(value, rel=tol, abs=tol), key
+    if flag != "bf16":  # bf16 changes Adam's first steps by up to the learning rate where a gradient is ~0
+        for key, value in params.items():
+            assert torch.allclose(fast_params[key], value, rtol=tol, atol=tol), key
+
+
+def test_uint8_input_folds_the_scaling_into_the_first_conv() -> None:
+    from contrastlab.encoders.pixel_conv import PixelConvEncoder
+
+    torch.manual_seed(0)
+    net = PixelConvEncoder(num_filters=8, latent_dim=16, image_size=28)
+    x = torch.randint(0, 256, (4, 9, 28, 28), dtype=torch.uint8)
+    folded = net.forward_conv(x)
+    grads = torch.autograd.grad(folded.square().sum(), list(net.conv.parameters()))
+    plain = net.forward_conv(x.float() / 255.0)
+    plain_grads = torch.autograd.grad(plain.square().sum(), list(net.conv.parameters()))
+    assert torch.allclose(folded, plain, rtol=1e-5, atol=1e-6)
+    for g, p in zip(grads, plain_grads, strict=True):
+        assert torch.allclose(g, p, rtol=1e-4, atol=1e-6)
