@@ -136,3 +136,19 @@ def test_ray_run_that_keeps_failing_is_retried_then_marked_failed(cluster, tmp_p
     assert log.read_text().count("# ray task on") == 2  # the first attempt and one retry
     assert statuses(out) == {"dcl-s1": "failed"}
     assert "CUDA is not available" in (out / "results.md").read_text()
+
+
+@pytest.mark.slow
+def test_tune_runs_its_trials_on_the_ray_backend(cluster: str, tmp_path: Path) -> None:
+    """``platform tune --backend ray``: two trials, two at a time, each a Ray task; the study ends complete."""
+    import optuna
+
+    out = tmp_path / "tune"
+    cmd = [sys.executable, "-m", "contrastlab.cli", "tune", "--plugin", "recsys", "--loss", "dcl", *TINY,
+           "--search", "loss.tau_plus=uniform(0.01,0.3)", "--trials", "2", "--parallel", "2",
+           "--backend", "ray", "--address", cluster, "--out", str(out)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
+    assert [t.state.name for t in study.trials].count("COMPLETE") == 2
+    assert (out / "best.yaml").is_file() and (out / "trials.md").is_file()
