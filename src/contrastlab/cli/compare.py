@@ -29,7 +29,7 @@ HELP = {
     "seeds": "Run seeds 1..N for every configuration, e.g. --seeds 3 (default: 1, or the recipe's count).",
     "seed_list": "Exact seeds instead of --seeds, e.g. --seed-list 1,2,7.",
     "preset": "Plugin preset for every run, e.g. --preset paper. Required for plugins with GPU-sized presets "
-    "(curl, simclr, pu, graph, recsys) unless --recipe gives it.",
+    "(curl, simclr, pu, recsys) unless --recipe gives it.",
     "recipe": "A whole experiment: a built-in recipe name (dcl-table3) or a recipe YAML file; fixes the plugin, "
     "preset, losses, tasks and grid. --seeds, --preset and --set still override it.",
     "set": "Fixed override for every run (repeatable), e.g. --set train.max_steps=50 (simclr). "
@@ -47,7 +47,7 @@ HELP = {
     "varying key not under loss.).",
     "dry_run": "Print the preset, run count, ETA and the expanded grid (new/resume/finished), then stop.",
     "backend": "Where the runs execute: local (a process pool on this machine, the default) or ray (one Ray task "
-    "per run on a Ray cluster; needs contrastlab[ray]; see docs/compare.md).",
+    "per run on a Ray cluster; needs contrastlab\\[ray]; see docs/compare.md).",
     "address": "Ray cluster to use with --backend ray: auto (the cluster `ray start` started here), HOST:PORT of a "
     "head node, or omit to start a private local Ray instance.",
     "cpus_per_run": "CPUs each run declares to Ray, e.g. --cpus-per-run 2 (default: 1).",
@@ -137,10 +137,12 @@ def check_backend(
         raise ConfigError(f"--cpus-per-run {cpus:g} --gpus-per-run {gpus:g}: must be ≥ 0 and not both 0")
     if retries < 0:
         raise ConfigError(f"--max-retries {retries}: must be ≥ 0")
-    from contrastlab.experiments.ray_runner import check_address, import_ray
+    from contrastlab.experiments.ray_runner import check_address, connect, import_ray
 
     import_ray()
     check_address(address)
+    if address == "auto":  # Ray finds the cluster itself: connect now, so a missing one fails before any write
+        connect(address)
     return {"address": address, "cpus_per_run": cpus, "gpus_per_run": gpus, "max_retries": retries}
 
 

@@ -44,7 +44,8 @@ def add_tune_commands(app: typer.Typer) -> None:
         search: Annotated[list[str], typer.Option(help=HELP["search"])],
         trials: Annotated[int, typer.Option(help=HELP["trials"])] = 20,
         seeds_per_trial: Annotated[int, typer.Option(help=HELP["seeds_per_trial"])] = 1,
-        preset: Annotated[str | None, typer.Option(help=COMPARE_HELP["preset"])] = None,
+        preset: Annotated[str | None, typer.Option(help="Plugin preset of every trial, e.g. --preset smoke; required "
+                          "for plugins with GPU-sized presets (curl, simclr, pu, recsys).")] = None,
         set_: Annotated[list[str] | None, typer.Option("--set", help=COMPARE_HELP["set"])] = None,
         out: Annotated[Path | None, typer.Option(help=HELP["out"])] = None,
         storage: Annotated[str | None, typer.Option(help=HELP["storage"])] = None,
@@ -69,7 +70,7 @@ def add_tune_commands(app: typer.Typer) -> None:
           platform tune --plugin simclr --loss dcl --preset paper --search 'loss.tau_plus=log-uniform(0.001,0.3)'
           --trials 40
 
-          platform tune --plugin recsys --loss hcl --search 'loss.tau_plus=uniform(0.01,0.3)'
+          platform tune --plugin recsys --loss hcl --preset smoke --search 'loss.tau_plus=uniform(0.01,0.3)'
           --search 'loss.beta=uniform(0.1,2)' --trials 20 --seeds-per-trial 2 --backend ray --address auto --parallel 4
         """
         from contrastlab.experiments import tune as tn
