@@ -91,7 +91,9 @@ def test_ray_grid_survives_a_killed_worker_and_skips_finished_runs(cluster, tmp_
         for log in sorted(logs.glob("*/*.log")) if logs.is_dir() else []:
             m = re.search(r"# ray task on \S+ pid (\d+)", log.read_text())
             run_dir = out / "runs" / "recsys" / log.parent.name / log.stem
-            if m and (run_dir / "metrics.jsonl").is_file():  # mid-run: training has logged
+            # mid-run: training has logged and not finished (a Ray worker runs tasks one after another, so the pid
+            # of a finished run's log may already be running another task)
+            if m and (run_dir / "metrics.jsonl").is_file() and not (run_dir / "summary.json").is_file():
                 os.kill(int(m.group(1)), signal.SIGKILL)
                 killed = log
                 break

@@ -161,3 +161,18 @@ def test_ctrl_c_interrupts_running_processes(tmp_path, fake, monkeypatch):
     assert time.monotonic() - start < 10
     assert len(calls()) == 2  # two were started, none finished
     assert all(runner.run_state(p.run_dir(tmp_path / "out")) != "completed" for p in points)
+
+
+def test_a_start_killed_inside_run_create_is_discarded_before_the_retry(tmp_path) -> None:
+    """A run directory without config.yaml (killed while being created) holds nothing resumable: the retry
+    starts fresh instead of failing on 'run directory already exists'; a resumable one is kept."""
+    from contrastlab.experiments.runner import discard_unstarted
+
+    unstarted, started = tmp_path / "a", tmp_path / "b"
+    for d in (unstarted, started):
+        d.mkdir()
+        (d / "error.log").write_text("killed")
+    (started / "config.yaml").write_text("seed: 1\n")
+    discard_unstarted(unstarted)
+    discard_unstarted(started)
+    assert not unstarted.exists() and (started / "config.yaml").is_file()

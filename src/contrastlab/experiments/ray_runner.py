@@ -151,6 +151,7 @@ def train_point(
     try:
         run_dir = point.run_dir(work_out)
         runner.clear_failure(run_dir)
+        runner.discard_unstarted(run_dir)  # a retry after a kill inside Run.create starts clean
         cmd = runner.train_command(point, work_out, "cuda" if use_gpu else None, runner.platform_base_command())
         t0 = time.monotonic()
         with open(log, "a") as fh:

@@ -35,6 +35,15 @@ def run_state(run_dir: Path) -> str:
     return "fresh"
 
 
+def discard_unstarted(run_dir: Path) -> None:
+    """Remove a run directory that holds no ``config.yaml`` (a start killed inside ``Run.create``): nothing in it
+    can be resumed, and ``platform train`` refuses to start a fresh run in a non-empty directory."""
+    if run_dir.is_dir() and run_state(run_dir) == "fresh":
+        import shutil
+
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
 def train_command(point: GridPoint, out: Path, device: str | None, base: Sequence[str]) -> list[str]:
     """The ``platform train`` argument list for ``point``: a fresh run, or ``--resume`` of its directory."""
     run_dir = point.run_dir(out)
@@ -251,6 +260,7 @@ def run_grid(
                     log = out / "logs" / p.plugin / p.loss / f"{p.run_name}.log"
                     log.parent.mkdir(parents=True, exist_ok=True)
                     fh = open(log, "a")  # noqa: SIM115 (closed when the process ends)
+                    discard_unstarted(p.run_dir(out))
                     cmd = train_command(p, out, slots[slot], base)
                     fh.write(f"$ {shlex.join(cmd)}\n")
                     fh.flush()
