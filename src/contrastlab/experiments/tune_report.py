@@ -96,7 +96,7 @@ def write_plots(study: Any, out: Path, metric: str) -> list[Path]:
         importances = optuna.importance.get_param_importances(study)
         names = list(importances)[::-1]
         ax.barh(names, [importances[n] for n in names])
-        ax.set_xlabel("importance (fANOVA, sums to 1)")
+        ax.set_xlabel("importance (Optuna's default evaluator, sums to 1)")
     except (ValueError, RuntimeError) as exc:
         ax.text(0.5, 0.5, f"importance undefined: {str(exc)[:80]}", ha="center", va="center", wrap=True)
         ax.set_axis_off()
