@@ -18,11 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from contrastlab.platform.errors import ConfigError
-from contrastlab.platform.registry import HParam
-
-
-def _int_in(lo: int, hi: int):
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+from contrastlab.platform.registry import HParam, int_in
 
 
 def sum_pool(h: Tensor, batch: Tensor, num_graphs: int) -> Tensor:
@@ -37,9 +33,9 @@ class GINEncoder(nn.Module):
     description = "GIN graph encoder (Xu et al. 2019), sum-pooled concatenation of all layers (InfoGraph/GraphCL)"
     hyperparameters = (
         HParam("hidden_dim", 32, "width of every GIN layer", "[1, 4096]",
-               "GraphCL/InfoGraph unsupervised TU setting: 32", _int_in(1, 4096)),
+               "GraphCL/InfoGraph unsupervised TU setting: 32", int_in(1, 4096)),
         HParam("num_layers", 3, "number of GIN layers L (the embedding has L·hidden_dim entries)", "[1, 16]",
-               "GraphCL unsupervised TU scripts: 3 layers", _int_in(1, 16)),
+               "GraphCL unsupervised TU scripts: 3 layers", int_in(1, 16)),
         HParam("batch_norm", True, "batch normalisation after every layer", "true | false",
                "InfoGraph/GraphCL GIN encoder", lambda v: isinstance(v, bool)),
     )

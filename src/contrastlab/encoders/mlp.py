@@ -9,11 +9,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from contrastlab.platform.registry import HParam
-
-
-def _int_in(lo: int, hi: int):
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+from contrastlab.platform.registry import HParam, int_in
 
 
 class MLPEncoder(nn.Module):
@@ -23,11 +19,11 @@ class MLPEncoder(nn.Module):
     description = "MLP encoder (flattens the input); nnPU/puNCE-style model for (Fashion-)MNIST PU learning"
     hyperparameters = (
         HParam("hidden_dim", 300, "width of every hidden layer", "[1, 65536]",
-               "nnPU MNIST model (Kiryo et al. 2017): width 300", _int_in(1, 65536)),
+               "nnPU MNIST model (Kiryo et al. 2017): width 300", int_in(1, 65536)),
         HParam("out_dim", 128, "size of the representation", "[1, 65536]",
-               "SimCLR/DCL feature size 128", _int_in(1, 65536)),
+               "SimCLR/DCL feature size 128", int_in(1, 65536)),
         HParam("layers", 3, "number of linear layers (1 = a single linear map)", "[1, 32]",
-               "nnPU uses 6; 3 for CPU smoke runs", _int_in(1, 32)),
+               "nnPU uses 6; 3 for CPU smoke runs", int_in(1, 32)),
         HParam("batch_norm", True, "batch norm after every hidden linear layer", "true | false",
                "nnPU MNIST model", lambda v: isinstance(v, bool)),
     )

@@ -63,6 +63,11 @@ class HParam:
         }
 
 
+def int_in(lo: int, hi: int) -> Callable[[Any], bool]:
+    """A :attr:`HParam.check` accepting integers (not booleans) in ``[lo, hi]``."""
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
 def suggest(name: str, valid: list[str]) -> str:
     """A ``" Did you mean 'x'?"`` suffix for the closest valid name, or an empty string."""
     close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)

@@ -22,14 +22,8 @@ import torch
 from torch import Tensor, nn
 
 import contrastlab as cl
-
-
-def _int_in(lo: int, hi: int):
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
-
-
-def _positive(v: object) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < float(v) < float("inf")
+from contrastlab.platform.registry import int_in
+from contrastlab.samplers.base import positive_finite
 
 
 def normalized_adjacency(users: Tensor, items: Tensor, num_users: int, num_items: int) -> Tensor:
@@ -54,9 +48,9 @@ class MFEncoder(nn.Module):
     description = "recsys: matrix factorisation, user and item embedding tables (no input; graph ignored)"
     hyperparameters = (
         cl.HParam("dim", 64, "embedding size d", "[1, 4096]", "LightGCN (He et al. 2020) §4.1.2: 64 for every model",
-                  _int_in(1, 4096)),
+                  int_in(1, 4096)),
         cl.HParam("init_std", 0.1, "standard deviation of the N(0, σ²) initialisation", "(0, inf)",
-                  "LightGCN PyTorch release (normal, std 0.1)", _positive),
+                  "LightGCN PyTorch release (normal, std 0.1)", positive_finite),
     )
 
     def __init__(self, dim: int = 64, init_std: float = 0.1, num_users: int = 1, num_items: int = 1,
@@ -85,7 +79,7 @@ class LightGCNEncoder(MFEncoder):
     hyperparameters = (
         *MFEncoder.hyperparameters,
         cl.HParam("layers", 3, "propagation layers K (0 = MF)", "[0, 16]",
-                  "LightGCN §4.1.2 / §4.4: K = 3 performs well", _int_in(0, 16)),
+                  "LightGCN §4.1.2 / §4.4: K = 3 performs well", int_in(0, 16)),
     )
 
     def __init__(self, dim: int = 64, init_std: float = 0.1, layers: int = 3, num_users: int = 1,
