@@ -9,6 +9,8 @@ H2. the same at batch 512. Target <= 0.5x.
 H3. replay sample + crop + float cast, batch 128: our ``CurlSAC.sample_views`` and ``.float()`` of its crops vs
     the reference's ``ReplayBuffer.sample_cpc`` (both leave the 1/255 scaling to the encoder). Target <= 0.7x.
 H4. cost growth of H1 → H2 (time at 512 / time at 128) of each agent. Target <= 4.5x.
+H1b/H2b. H1/H2 with ``agent.bf16=true`` (the conv trunks under bf16 autocast; on a CPU with AVX512-BF16 or AMX
+    oneDNN runs them in bf16, elsewhere it emulates them and this row is slower).
 
 ``agent.tune_malloc`` (our default) changes glibc's settings for the whole process, so a reference measured in
 this process runs with them too (the ratios then compare the agents under the same allocator settings).
@@ -143,9 +145,13 @@ class _RemoteReference:
 
 def vs_reference(batch: int, rounds: int, transitions: list, reference_dir: Path, tune_malloc: bool,
                  sample: bool = False, remote: bool = False, fill: int = 0) -> dict[str, list[float]]:
-    """Seconds per 2 updates (and, with ``sample``, per sample + crop) of ours and the reference, interleaved;
-    ``remote``: the reference in a child process with glibc's defaults, still one round each in turn."""
-    ours = build_ours("cpu", batch, transitions, sets=(f"agent.tune_malloc={str(tune_malloc).lower()}",))
+    """Seconds per 2 updates (and, with ``sample``, per sample + crop) of ours, ours with ``agent.bf16=true``
+    (``ours_bf16``) and the reference, interleaved; ``remote``: the reference in a child process with glibc's
+    defaults, still one round each in turn."""
+    malloc = f"agent.tune_malloc={str(tune_malloc).lower()}"
+    ours = build_ours("cpu", batch, transitions, sets=(malloc,))
+    ours_bf16 = build_ours("cpu", batch, transitions, sets=(malloc, "agent.bf16=true"))
+    ours_bf16.train(gradient_steps=2, batch_size=batch)  # warm-up
 
     def ours_sample() -> None:  # + the cast our encoder does (it folds the 1/255 into its first conv)
         views, data = ours.sample_views(batch)
@@ -166,8 +172,8 @@ def vs_reference(batch: int, rounds: int, transitions: list, reference_dir: Path
 
         ref_update()  # warm-up
         ref_sample = buffer.sample_cpc
-    times = interleaved({"ours": lambda: ours.train(gradient_steps=2, batch_size=batch), "reference": ref_update},
-                        rounds, remote)
+    times = interleaved({"ours": lambda: ours.train(gradient_steps=2, batch_size=batch), "reference": ref_update,
+                         "ours_bf16": lambda: ours_bf16.train(gradient_steps=2, batch_size=batch)}, rounds, remote)
     if sample:
         times.update({f"{k}_sample": v for k, v in interleaved(
             {"ours": ours_sample, "reference": ref_sample}, rounds * 20, remote).items()})
@@ -196,6 +202,8 @@ def headline(rounds: int, fill: int, reference_dir: Path, tune_malloc: bool, rem
     print(ratio_line("H1. 2 updates, batch 128", t128["ours"], t128["reference"], "<= 0.6x"))
     t512 = vs_reference(512, rounds, transitions, reference_dir, tune_malloc, remote=remote, fill=fill)
     print(ratio_line("H2. 2 updates, batch 512", t512["ours"], t512["reference"], "<= 0.5x"))
+    print(ratio_line("H1b. H1 with agent.bf16=true", t128["ours_bf16"], t128["reference"], "<= 0.6x"))
+    print(ratio_line("H2b. H2 with agent.bf16=true", t512["ours_bf16"], t512["reference"], "<= 0.5x"))
     print(ratio_line("H3. replay sample + crop, batch 128", t128["ours_sample"], t128["reference_sample"],
                      "<= 0.7x", unit=1e3, fmt=".1f", suffix="ms"))
     grow = {k: statistics.median(t512[k]) / statistics.median(t128[k]) for k in ("ours", "reference")}

@@ -19,15 +19,21 @@ def seed(n: int) -> None:
     torch.manual_seed(n)
 
 
-@pytest.mark.parametrize("views", [1, 3])
-def test_sample_crops_equal_sample_then_crop(views: int) -> None:
+@pytest.mark.parametrize(("views", "batch", "threads"), [(1, 16, 1), (3, 16, 1), (1, 64, 2), (2, 97, 3)])
+def test_sample_crops_equal_sample_then_crop(views: int, batch: int, threads: int) -> None:
+    """Also with the crops copied by several threads (batch >= 32 rows and > 1 torch thread), in uneven blocks."""
     buf = make(40)
     for t in episode_stream(np.random.default_rng(0), [7, 30, 12]):
         buf.add(*t)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        seed(1)
+        fast_views, fast = buf.sample_crops(batch, 4, views)
+    finally:
+        torch.set_num_threads(before)
     seed(1)
-    fast_views, fast = buf.sample_crops(16, 4, views)
-    seed(1)
-    data = buf.sample(16)
+    data = buf.sample(batch)
     plain_views = random_crops(data.observations, 4, views)
     plain_next = random_crop(data.next_observations, 4)
     assert len(fast_views) == views
@@ -114,3 +120,60 @@ def test_uint8_input_folds_the_scaling_into_the_first_conv() -> None:
     assert torch.allclose(folded, plain, rtol=1e-5, atol=1e-6)
     for g, p in zip(grads, plain_grads, strict=True):
         assert torch.allclose(g, p, rtol=1e-4, atol=1e-6)
+
+
+def test_parallel_rows_covers_every_row_once() -> None:
+    from contrastlab.plugins.curl.buffer import parallel_rows
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        for rows in (0, 5, 31, 32, 100):
+            hits = np.zeros(rows, dtype=int)
+
+            def work(block: slice, hits: np.ndarray = hits) -> None:
+                hits[block] += 1
+
+            parallel_rows(work, rows)
+            assert (hits == 1).all(), rows
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_prepare_converts_once_and_passes_prepared_input_through(channels_last: bool) -> None:
+    agent = tiny_agent(extra=(f"agent.channels_last={str(channels_last).lower()}",))
+    encoder = agent.policy.encoder
+    raw = torch.randint(0, 256, (3, 9, encoder.crop + 4, encoder.crop + 4), dtype=torch.uint8)
+    prepared = encoder.prepare(raw)
+    assert prepared.dtype == torch.float32 and prepared.shape[-1] == encoder.crop
+    assert prepared.is_contiguous(memory_format=torch.channels_last) == channels_last
+    plain = raw[..., 2:-2, 2:-2].float() / 255.0  # SB3's / CURL's scaling of the centre crop
+    assert torch.equal(prepared, plain.contiguous(memory_format=torch.channels_last) if channels_last else plain)
+    assert encoder.prepare(prepared) is prepared  # no second conversion
+    with torch.no_grad():
+        assert torch.equal(encoder.trunk(raw), encoder.trunk(prepared))
+        assert torch.equal(agent.policy.key_encoder.trunk(raw), agent.policy.key_encoder.trunk(prepared))
+
+
+def test_in_place_relu_gives_the_out_of_place_values_and_gradients() -> None:
+    import torch.nn.functional as F
+
+    from contrastlab.encoders.pixel_conv import PixelConvEncoder
+
+    torch.manual_seed(0)
+    net = PixelConvEncoder(num_layers=3, num_filters=8, latent_dim=16, image_size=28)
+    x = torch.rand(4, 9, 28, 28)
+    convs = [m for m in net.conv if isinstance(m, torch.nn.Conv2d)]
+
+    def reference(inp: torch.Tensor) -> torch.Tensor:  # the same weights, ReLU out of place
+        for conv in convs:
+            inp = F.relu(conv(inp))
+        return inp.flatten(1)
+
+    out, ref = net.forward_conv(x), reference(x)
+    assert torch.equal(out, ref)
+    grads = torch.autograd.grad(out.square().sum(), list(net.conv.parameters()))
+    ref_grads = torch.autograd.grad(ref.square().sum(), list(net.conv.parameters()))
+    for g, r in zip(grads, ref_grads, strict=True):
+        assert torch.allclose(g, r, rtol=1e-6, atol=1e-7)

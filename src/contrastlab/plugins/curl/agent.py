@@ -157,8 +157,10 @@ class CurlSAC(SAC):
         """One CURL update (steps 1-5 of the module docstring); returns its scalar statistics."""
         self._n_updates += 1
         views, data = self.sample_views(batch_size)  # uint8 [B, C, S, S] each
-        obs, next_obs, positives = views[0], data.next_observations, views[1:]  # the encoder folds in the 1/255
         encoder, key_encoder, critic = self.policy.encoder, self.policy.key_encoder, self.policy.critic
+        # each batch of crops converted once (float /255, channels-last) for every forward pass that reads it
+        obs, next_obs = encoder.prepare(views[0]), encoder.prepare(data.next_observations)
+        positives = encoder.prepare(views[1] if len(views) == 2 else torch.cat(views[1:]))  # [M·B, C, S, S]
         ent_coef = torch.exp(self.log_ent_coef.detach())
         stats: dict[str, Tensor] = {"ent_coef": ent_coef}
 
@@ -229,12 +231,17 @@ class CurlSAC(SAC):
         coef = torch.exp(self.log_ent_coef) if self.alpha_loss == "alpha" else self.log_ent_coef
         return (coef * gap).mean()
 
-    def contrastive_update(self, anchor: Tensor, positives: list[Tensor]) -> dict[str, Tensor]:
-        """One step of the registered loss on ``(f_θ(anchor), [f_ξ(p) for p in positives])``."""
+    def contrastive_update(self, anchor: Tensor, positives: Tensor | list[Tensor]) -> dict[str, Tensor]:
+        """One step of the registered loss on ``(f_θ(anchor), [f_ξ(p_m)])``.
+
+        ``positives``: the ``M`` crops as one ``[M·B, C, S, S]`` tensor (crop ``m`` of anchor ``b`` at row
+        ``m·B + b``) or as a list of ``M`` tensors ``[B, C, S, S]``."""
         encoder, key_encoder = self.policy.encoder, self.policy.key_encoder
         queries = encoder(anchor)  # [B, d]
+        if isinstance(positives, list):
+            positives = torch.cat(positives)
         with torch.no_grad():
-            keys = key_encoder(torch.cat(positives)).split(anchor.shape[0])  # M × [B, d]
+            keys = key_encoder(positives).split(anchor.shape[0])  # M × [B, d]
         batch = self.sampler(queries, keys[0] if len(keys) == 1 else list(keys))
         loss = self.contrastive_loss(batch)
         self.contrastive_optimizer.zero_grad(set_to_none=True)

@@ -18,6 +18,9 @@ samples are identical to the host path (same indices, same frames).
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -230,9 +233,13 @@ class FrameStackReplayBuffer(BaseBuffer):
         left = np.concatenate([left, next_left]).reshape(views + 1, batch_size, 1)
         patches = sliding_window_view(self.frames, (crop, crop), axis=(2, 3))  # [N, C, H-c+1, W-c+1, c, c] view
         out = np.empty((views + 1, batch_size, self.stack, self.frame_channels, crop, crop), dtype=self.frames.dtype)
-        for v in range(views + 1):
-            positions = window[:, 1:] if v == views else window[:, :-1]  # [n, k]
-            out[v] = patches[positions, :, top[v], left[v]]  # [n, k, C, c, c]: one patch copy per frame
+
+        def copy_rows(rows: slice) -> None:  # numpy releases the GIL while it copies: threads share the work
+            for v in range(views + 1):
+                positions = window[rows, 1:] if v == views else window[rows, :-1]  # [r, k]
+                out[v, rows] = patches[positions, :, top[v, rows], left[v, rows]]  # [r, k, C, c, c]
+
+        parallel_rows(copy_rows, batch_size)
         crops = self._to_device(torch.from_numpy(out.reshape(views + 1, batch_size, -1, crop, crop))).unbind(0)
         actions, dones, rewards = self._scalars(inds)
         return list(crops[:views]), ReplayBufferSamples(crops[0], actions, crops[views], dones, rewards)
@@ -273,6 +280,30 @@ class FrameStackReplayBuffer(BaseBuffer):
             setattr(self, name, state[name])
         self.pos = self.transitions % self.buffer_size
         self.full = self.transitions >= self.buffer_size
+
+
+_POOL: tuple[ThreadPoolExecutor, int] | None = None
+"""The crop threads and their count (created on first use, grown when torch's thread count grows)."""
+
+
+def parallel_rows(work: Callable[[slice], None], rows: int, min_rows: int = 16) -> None:
+    """Run ``work(slice)`` over ``rows`` split into one contiguous block per torch intra-op thread.
+
+    For copies in numpy (which releases the GIL): the replay crops of a batch are written by as many threads as
+    the update's convolutions use, which sit idle while the batch is gathered. Runs inline with one thread or
+    fewer than ``2 * min_rows`` rows. The blocks write disjoint rows, so the result does not depend on the split.
+    """
+    global _POOL
+    workers = min(torch.get_num_threads(), rows // min_rows)
+    if workers < 2:
+        work(slice(0, rows))
+        return
+    if _POOL is None or _POOL[1] < workers:
+        _POOL = (ThreadPoolExecutor(max_workers=workers, thread_name_prefix="replay-crop"), workers)
+    bounds = np.linspace(0, rows, workers + 1).astype(int)
+    futures = [_POOL[0].submit(work, slice(a, b)) for a, b in itertools.pairwise(bounds)]
+    for future in futures:
+        future.result()
 
 
 def _free_device_bytes(device: torch.device) -> int:

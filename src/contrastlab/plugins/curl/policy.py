@@ -81,14 +81,21 @@ class CurlFeatures(BaseFeaturesExtractor):
         """Run the conv trunk under autocast to this dtype (bf16), returning float32 features; ``None``: off."""
 
     def prepare(self, obs: Tensor) -> Tensor:
-        """Centre-crop observations larger than the encoder input."""
-        return center_crop(obs, self.crop) if obs.shape[-1] != self.crop else obs
+        """The trunk's input for images ``[B, C, H, W]``: centre-cropped when larger than the encoder input,
+        channels-last when :attr:`channels_last` is set, uint8 divided by 255 (SB3's and CURL's scaling).
+
+        Idempotent: :meth:`trunk` prepares its input itself, and a prepared tensor passes through unchanged (no
+        copy). The CURL update prepares each batch of crops once and feeds it to the online and the key encoder
+        (which share these settings), instead of converting the same uint8 crops at every forward pass.
+        """
+        x = center_crop(obs, self.crop) if obs.shape[-1] != self.crop else obs
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)  # the uint8 copy: 4x fewer bytes than float
+        return x.div(255.0) if x.dtype == torch.uint8 else x  # elementwise: keeps the memory format
 
     def trunk(self, obs: Tensor) -> Tensor:
-        """Conv trunk output ``[B, F]`` (float32) of (cropped) images ``[B, C, S, S]``."""
+        """Conv trunk output ``[B, F]`` (float32) of images ``[B, C, S, S]`` (raw or :meth:`prepare`-d)."""
         x = self.prepare(obs)
-        if self.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
         if self.autocast_dtype is None:
             return self.net.forward_conv(x)
         with torch.autocast(x.device.type, dtype=self.autocast_dtype):
