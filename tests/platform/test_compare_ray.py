@@ -154,3 +154,17 @@ def test_tune_runs_its_trials_on_the_ray_backend(cluster: str, tmp_path: Path) -
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
     assert [t.state.name for t in study.trials].count("COMPLETE") == 2
     assert (out / "best.yaml").is_file() and (out / "trials.md").is_file()
+
+
+@pytest.mark.parametrize("command", ["compare", "tune"])
+def test_gpus_per_run_on_a_cluster_without_gpus_is_one_line_before_anything_runs(cluster, tmp_path, command):
+    """The test cluster has 2 CPUs and no GPU: Ray would keep a GPU task pending forever, so it is refused."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "contrastlab.cli", command, "--plugin", "recsys", "--loss", "dcl", *TINY]
+    cmd += ["--search", "loss.tau_plus=uniform(0.01,0.3)"] if command == "tune" else []
+    cmd += ["--out", str(out), "--backend", "ray", "--address", cluster, "--gpus-per-run", "0.25"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=120)
+    text = (done.stdout + done.stderr).strip()
+    assert done.returncode == 2, text
+    assert f"--gpus-per-run 0.25: the Ray cluster at {cluster} has no GPUs (resources: CPU 2" in text, text
+    assert len(text.splitlines()) == 1 and not out.exists()

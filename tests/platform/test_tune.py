@@ -36,6 +36,10 @@ BASE = ["tune", "--plugin", "recsys", "--loss", "dcl", *TINY]
         (["--search", "loss.tau_plus=log-uniform(0,0.3)"], "needs low > 0"),
         (["--search", "loss.tau_plus=uniform(0.3,0.1)"], "low < high"),
         (["--search", "loss.tau_plus"], "expected KEY=DIST"),
+        (["--search", "loss.tau_plus=choice(0.1,abc)"], "loss.tau_plus=abc is refused"),  # every choice is checked
+        (["--search", "loss.tau_plus=uniform(0.1,2)"], "loss.tau_plus=2.0 is refused"),  # and both bounds
+        (["--search", "loss.tau_plus=uniform(0.1,0.2)", "--search", "train.batch_size=int(0,2)"],
+         "train.batch_size=0 is refused"),
         (["--search", "loss.tau_plus=uniform(0.01,0.3)", "--storage", "nosuchdb://x/y"], "--storage nosuchdb://x/y"),
         (["--search", "loss.tau_plus=uniform(0.01,0.3)", "--backend", "ray", "--address", "127.0.0.1:1"],
          "--address 127.0.0.1:1: no Ray cluster reachable"),

@@ -50,8 +50,10 @@ HELP = {
     "per run on a Ray cluster; needs contrastlab\\[ray]; see docs/compare.md).",
     "address": "Ray cluster to use with --backend ray: auto (the cluster `ray start` started here), HOST:PORT of a "
     "head node, or omit to start a private local Ray instance.",
-    "cpus_per_run": "CPUs each run declares to Ray, e.g. --cpus-per-run 2 (default: 1).",
-    "gpus_per_run": "GPUs each run declares to Ray, e.g. --gpus-per-run 0.25 packs 4 runs per GPU (default: 0).",
+    "cpus_per_run": "CPUs each run declares to Ray, e.g. --cpus-per-run 2 (default: 1); more than the cluster has "
+    "in total is refused.",
+    "gpus_per_run": "GPUs each run declares to Ray, e.g. --gpus-per-run 0.25 packs 4 runs per GPU (default: 0); "
+    "more than the cluster has in total (e.g. any on a cluster without GPUs) is refused.",
     "max_retries": "Ray backend: retries of a run whose process failed or whose worker was lost (default: 2).",
     "shared_fs": "Ray backend: whether workers see --out (default: detected per task through a marker file); "
     "--no-shared-fs always ships finished run directories back to the driver.",
@@ -124,7 +126,8 @@ def check_backend(
     retries: int,
 ) -> dict | None:
     """Validate the backend options before anything runs; the Ray keyword arguments, or ``None`` for local.
-    An unreachable ``--address`` or a missing ``ray`` package is a one-line error here (nothing written yet)."""
+    An unreachable ``--address``, a missing ``ray`` package, or a cluster with fewer GPUs (CPUs) than
+    ``--gpus-per-run`` (``--cpus-per-run``) is a one-line error here (nothing written yet)."""
     if backend not in ("local", "ray"):
         raise ConfigError(f"--backend {backend}: choose local or ray")
     if backend == "local":
@@ -137,12 +140,12 @@ def check_backend(
         raise ConfigError(f"--cpus-per-run {cpus:g} --gpus-per-run {gpus:g}: must be ≥ 0 and not both 0")
     if retries < 0:
         raise ConfigError(f"--max-retries {retries}: must be ≥ 0")
-    from contrastlab.experiments.ray_runner import check_address, connect, import_ray
+    from contrastlab.experiments.ray_runner import check_address, connect_checked, import_ray
 
     import_ray()
     check_address(address)
-    if address == "auto":  # Ray finds the cluster itself: connect now, so a missing one fails before any write
-        connect(address)
+    if address is not None:  # connect now: a missing cluster, or one that cannot fit a run, fails before any write
+        connect_checked(address, cpus, gpus)
     return {"address": address, "cpus_per_run": cpus, "gpus_per_run": gpus, "max_retries": retries}
 
 

@@ -23,11 +23,13 @@ HELP = {
     "(default: tune/<plugin>-<loss>).",
     "storage": "Optuna storage URL (default: sqlite:///OUT/study.db), e.g. postgresql://user@db/tune to run "
     "workers on several machines.",
-    "study": "Study name in the storage (default: <plugin>-<loss>).",
+    "study": "Study name in the storage (default: <plugin>-<loss>). Resuming it needs the same plugin, loss, "
+    "preset, --set, --search, --seeds-per-trial and --prune-on as when it was created.",
     "pruner": "median (stop a trial whose first seed's curve is below the median of earlier trials at the same "
-    "step; 5 start-up trials) or none.",
+    "step; 5 start-up trials) or none. Local backend only: on Ray trials are not pruned.",
     "prune_on": "Metric tag whose curve the pruner watches (default: the primary metric), e.g. --prune-on "
-    "eval/knn_top1 for simclr, whose primary eval/linear_top1 is only measured at the end of a run.",
+    "eval/knn_top1 for simclr, whose primary eval/linear_top1 is only measured at the end of a run. A tag the "
+    "plugin does not log is refused.",
     "device": "--device of every run, e.g. cuda:0 (default: the config's).",
     "parallel": "Trials at a time in this worker (default: 1; useful with --backend ray).",
 }
@@ -63,7 +65,8 @@ def add_tune_commands(app: typer.Typer) -> None:
         """Search hyperparameters with Optuna, maximising the plugin's primary metric (see docs/tune.md).
 
         Outputs in --out: best.yaml (for `platform train --config`), trials.csv, trials.md, history.png,
-        importance.png, and every trial's runs under trials/. Repeating the command resumes the study.
+        importance.png, and every trial's runs under trials/. Repeating the command resumes the study; Ctrl-C
+        stops it and queues the interrupted trial's parameters to run first on resume.
 
         Examples:
 
@@ -96,8 +99,12 @@ def add_tune_commands(app: typer.Typer) -> None:
         chosen = require_preset(task, preset)
         out_dir = (out or Path("tune") / f"{task.name}-{loss}").resolve()
         spec = tn.TuneSpec(task, loss, chosen, sets, params, list(range(1, seeds_per_trial + 1)), out_dir, device)
-        spec.ray, spec.prune_on = ray_opts, prune_on
+        spec.ray, spec.prune_on, spec.pruner = ray_opts, prune_on, pruner
         spec.validate()
+        if ray_opts is not None and address is None:  # the private local instance: start it now, check its size
+            from contrastlab.experiments.ray_runner import connect_checked
+
+            connect_checked(None, cpus_per_run, gpus_per_run)
         tn.import_optuna()
         url = storage or f"sqlite:///{out_dir / 'study.db'}"
         tn.check_storage(url if storage else "sqlite://")
@@ -112,6 +119,9 @@ def add_tune_commands(app: typer.Typer) -> None:
             highlight=False,
             soft_wrap=True,
         )
+        note = tn.ray_pruning_note(spec)
+        if note:
+            err_console.print(note, highlight=False, soft_wrap=True)
         try:
             tn.optimize(the_study, spec, trials, parallel)
         except KeyboardInterrupt:

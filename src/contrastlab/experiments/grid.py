@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -132,6 +133,21 @@ def device_slots(devices: Sequence[str], runs_per_gpu: int = 1) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------- grid
+def display_value(value: str) -> str:
+    """A config value as people read it: a number with more than 4 significant digits rounded to 4
+    (``0.05123456789012345``, as ``platform tune`` samples them, → ``0.05123``); anything else as written
+    (``0.05``, ``1e-3``, ``200``, ``cosine``). Only for display (labels, tables, run directory names): runs always
+    get the exact value."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    if not math.isfinite(number) or re.fullmatch(r"[+-]?\d+", value.strip()):
+        return value
+    short = f"{number:.4g}"
+    return value if float(short) == number else short
+
+
 @dataclass(frozen=True)
 class GridPoint:
     """One run of the grid: plugin, loss, seed and the ``--set`` overrides that apply to this loss."""
@@ -163,13 +179,13 @@ class GridPoint:
     @property
     def label(self) -> str:
         """Human-readable configuration name, e.g. ``dcl tau_plus=0.05``."""
-        parts = [f"{k.split('.')[-1] if k.startswith('loss.') else k}={v}" for k, v in self.grid]
+        parts = [f"{k.split('.')[-1] if k.startswith('loss.') else k}={display_value(v)}" for k, v in self.grid]
         return " ".join([self.loss, *parts])
 
     @property
     def run_name(self) -> str:
         """Deterministic run directory name: ``<slug>-<hash>-s<seed>`` (e.g. ``tau_plus=0.05-1a2b3c-s1``)."""
-        slug = "_".join(f"{k.split('.')[-1]}={v}" for k, v in self.grid) or "base"
+        slug = "_".join(f"{k.split('.')[-1]}={display_value(v)}" for k, v in self.grid) or "base"
         slug = re.sub(r"[^A-Za-z0-9._=+-]", "-", slug)[:60]
         return f"{slug}-{self.config_hash}-s{self.seed}"
 

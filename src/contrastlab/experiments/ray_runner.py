@@ -23,6 +23,7 @@ import contextlib
 import io
 import os
 import secrets
+import signal
 import socket
 import tarfile
 import threading
@@ -87,6 +88,27 @@ def _connect(ray: Any, address: str | None) -> Any:
     return ray
 
 
+def check_resources(resources: dict[str, float], address: str | None, cpus: float, gpus: float) -> None:
+    """Refuse a run size the cluster can never schedule (Ray would wait for it forever): ``--gpus-per-run G > 0``
+    with fewer than G GPUs in the whole cluster, or ``--cpus-per-run C`` above its total CPUs. ``resources`` is
+    ``ray.cluster_resources()``."""
+    where = f"the Ray cluster at {address}" if address else "the local Ray instance"
+    have = ", ".join(f"{k} {v:g}" for k, v in sorted(resources.items()) if k in ("CPU", "GPU", "memory")) or "none"
+    total_gpus, total_cpus = float(resources.get("GPU", 0.0)), float(resources.get("CPU", 0.0))
+    if gpus > 0 and total_gpus < gpus:
+        amount = "no GPUs" if total_gpus == 0 else f"only {total_gpus:g} GPU(s)"
+        raise ConfigError(f"--gpus-per-run {gpus:g}: {where} has {amount} (resources: {have})")
+    if cpus > total_cpus:
+        raise ConfigError(f"--cpus-per-run {cpus:g}: {where} has only {total_cpus:g} CPU(s) (resources: {have})")
+
+
+def connect_checked(address: str | None, cpus: float, gpus: float) -> Any:
+    """:func:`connect`, then :func:`check_resources` against the connected cluster."""
+    ray = connect(address)
+    check_resources(dict(ray.cluster_resources()), address, cpus, gpus)
+    return ray
+
+
 def pack(path: Path, arcname: str) -> bytes:
     """``path`` (a file or directory) as gzip'd tar bytes under ``arcname``."""
     buf = io.BytesIO()
@@ -108,15 +130,6 @@ def unpack(data: bytes, dest: Path) -> None:
             if not (member.isfile() or member.isdir()) or (target != root and root not in target.parents):
                 raise ValueError(f"refusing to unpack {member.name!r} outside {dest}")
         tar.extractall(dest)
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Linux: the training process gets SIGKILL when its Ray worker dies, so a retry never races an orphan."""
-    with contextlib.suppress(Exception):
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def train_point(
@@ -153,11 +166,13 @@ def train_point(
         runner.clear_failure(run_dir)
         runner.discard_unstarted(run_dir)  # a retry after a kill inside Run.create starts clean
         cmd = runner.train_command(point, work_out, "cuda" if use_gpu else None, runner.platform_base_command())
+        # SIGKILL when the Ray worker dies, so a retry never races an orphan
+        kill_with_worker = runner.die_with_parent(signal.SIGKILL)
         t0 = time.monotonic()
         with open(log, "a") as fh:
             fh.write(f"# ray task on {socket.gethostname()} pid {os.getpid()}\n$ {' '.join(cmd)}\n")
             fh.flush()
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, preexec_fn=kill_with_worker)
             rc = proc.wait()
         seconds = time.monotonic() - t0
         ok = rc == 0 and runner.run_state(run_dir) == "completed"
@@ -224,7 +239,7 @@ def run_grid_ray(
     """Run ``points`` on a Ray cluster; same results (and run directories) as :func:`runner.run_grid`."""
     from rich.console import Console
 
-    ray = connect(address)
+    ray = connect_checked(address, cpus_per_run, gpus_per_run)
     out, console = Path(out).resolve(), console or Console(stderr=True)
     out.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(8)

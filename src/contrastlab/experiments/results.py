@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from contrastlab.experiments import stats as st
+from contrastlab.experiments.grid import display_value
 from contrastlab.platform.rundir import RunDir, find_run_dirs
 
 __all__ = ["Group", "RunRecord", "find_run_dirs", "group_runs", "load_curves", "load_run", "parse_overrides"]
@@ -209,9 +210,9 @@ def group_runs(records: Sequence[RunRecord], rows: Sequence[str] | None = None) 
             [
                 first.plugin,
                 f"preset={first.preset}" if presets_vary else "",
-                *(f"{k}={ov[k]}" for k in row_keys if k in ov),
+                *(f"{k}={display_value(ov[k])}" for k in row_keys if k in ov),
             ]
         )
-        col = _label([first.loss, *(f"{k.removeprefix('loss.')}={ov[k]}" for k in col_keys if k in ov)])
+        col = _label([first.loss, *(f"{k.removeprefix('loss.')}={display_value(ov[k])}" for k in col_keys if k in ov)])
         groups.append(Group(row, col, sorted(recs, key=lambda r: r.seed)))
     return sorted(groups, key=lambda g: (g.row, g.column))

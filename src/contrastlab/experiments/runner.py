@@ -22,7 +22,7 @@ from typing import Any
 from contrastlab.experiments.grid import GridPoint
 from contrastlab.platform.rundir import RunDir, read_json
 
-__all__ = ["ERROR_FILE", "JobResult", "read_json", "run_grid", "run_state", "train_command"]
+__all__ = ["ERROR_FILE", "JobResult", "die_with_parent", "read_json", "run_grid", "run_state", "train_command"]
 
 
 def run_state(run_dir: Path) -> str:
@@ -183,6 +183,36 @@ def _clock(seconds: float) -> str:
     return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
+def die_with_parent(sig: int | None = None) -> Any:
+    """A ``preexec_fn`` for ``subprocess.Popen`` that makes the child get ``sig`` (default SIGTERM) when the
+    process that started it dies, even by SIGKILL (Linux ``prctl(PR_SET_PDEATHSIG)``), so no training process
+    outlives its driver. ``None`` (no ``preexec_fn``) on other systems or when ``prctl`` cannot be found.
+
+    The signal fires when the *thread* that started the child ends; every caller waits for its child in that
+    thread. ``prctl`` is looked up here, before the fork: the child only calls it.
+    """
+    import os
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - a Linux without a usable libc
+        return None
+    signum, parent = int(signal.SIGTERM if sig is None else sig), os.getpid()
+
+    def preexec() -> None:  # pragma: no cover - runs in the child between fork and exec
+        prctl(1, signum)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signum)
+
+    return preexec
+
+
 def platform_base_command() -> list[str]:
     """How to call the CLI in a subprocess: the ``platform`` script beside ``sys.executable`` if present."""
     import os
@@ -264,7 +294,9 @@ def run_grid(
                     cmd = train_command(p, out, slots[slot], base)
                     fh.write(f"$ {shlex.join(cmd)}\n")
                     fh.flush()
-                    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+                    proc = subprocess.Popen(
+                        cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent()
+                    )
                     task = progress.add_task(f"  {p.loss}/{p.run_name}", total=None, info=slots[slot] or "")
                     running[slot] = (proc, i, time.monotonic(), task, fh)
                 if plain is not None:

@@ -15,8 +15,9 @@
 * **Storage and resume.** The study lives in ``--storage`` (default ``sqlite:///OUT/study.db``; any SQLAlchemy
   URL Optuna accepts), named ``--study`` (default: ``<plugin>-<loss>``). A repeated command (or a worker on
   another machine with the same storage) continues it: trials that are ``COMPLETE`` or ``PRUNED`` count towards
-  ``--trials``; a trial left ``RUNNING`` by a dead process of this machine is marked ``FAIL`` and its parameters
-  are queued again.
+  ``--trials``; a trial left ``RUNNING`` by a dead process of this machine, or stopped by Ctrl-C, is marked
+  ``FAIL`` and its parameters are queued again. A command whose setup differs from the study's is refused
+  (:mod:`contrastlab.experiments.tune_study`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from __future__ import annotations
 import math
 import os
 import re
+import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,10 +37,20 @@ from typing import Any
 
 from contrastlab.experiments import grid as cmp
 from contrastlab.experiments import runner
+from contrastlab.experiments.grid import display_value
 from contrastlab.experiments.results import load_curves
-from contrastlab.platform.errors import ConfigError
+from contrastlab.experiments.tune_study import (
+    SETUP_ATTR,
+    Interruptions,
+    finished,
+    import_optuna,
+    open_study,
+    recover_stale,
+    setup_record,
+)
+from contrastlab.platform.errors import ConfigError, ContrastlabError
 
-INSTALL_HINT = "platform tune needs Optuna: pip install 'contrastlab[tune]'"
+__all__ = ["finished", "import_optuna", "open_study", "recover_stale", "setup_record"]  # re-exported for the CLI
 _DIST_RE = re.compile(r"^(?P<kind>[a-z-]+)\((?P<args>[^()]*)\)$")
 _NUMERIC = {"uniform": float, "log-uniform": float, "int": int, "log-int": int}
 
@@ -66,6 +79,15 @@ class SearchParam:
     def example(self) -> str:
         """A value inside the range (to validate the key before anything runs)."""
         return str(self.args[0])
+
+    def check_values(self) -> list[str]:
+        """Every value to validate before anything runs: each choice, or both bounds."""
+        return [str(a) for a in self.args]
+
+    @property
+    def text(self) -> str:
+        """The distribution as ``--search`` text, e.g. ``log-uniform(0.001,0.3)``."""
+        return f"{self.kind}({','.join(str(a) for a in self.args)})"
 
 
 def parse_search(spec: str) -> SearchParam:
@@ -96,16 +118,6 @@ def parse_search(spec: str) -> SearchParam:
     if m["kind"].startswith("log-") and low <= 0:
         raise ConfigError(f"--search '{spec}': {m['kind']} needs low > 0")
     return SearchParam(key, m["kind"], (low, high))
-
-
-def import_optuna() -> Any:
-    """``optuna`` (quiet), or a one-line :class:`ConfigError` saying how to install it."""
-    try:
-        import optuna
-    except ImportError:
-        raise ConfigError(INSTALL_HINT) from None
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna
 
 
 def check_storage(url: str) -> None:
@@ -152,6 +164,10 @@ class TuneSpec:
     prune_on: str | None = None
     """Metric tag whose curve is reported for pruning (default: the primary metric; simclr: ``eval/knn_top1``,
     since its primary ``eval/linear_top1`` is only measured at the end). Same direction as the objective."""
+    pruner: str = "median"
+    """``median`` or ``none``."""
+    warned: bool = False
+    """Whether the "curve never logged" warning was printed (once per driver)."""
 
     @property
     def direction(self) -> str:
@@ -163,15 +179,34 @@ class TuneSpec:
         return [cmp.GridPoint(self.plugin.name, self.loss, s, self.preset, tuple(self.sets), grid) for s in self.seeds]
 
     def validate(self) -> None:
-        """Check every key (and a sample value) against the plugin's config, as ``compare`` does."""
-        axes = [cmp.parse_grid(f"{p.key}={p.example()}") for p in self.params]
+        """Check every key against the plugin's config, as ``compare`` does, with every value a trial can get at
+        its edges (each choice, both bounds; one key at a time, the other searched keys at their defaults), and
+        ``--prune-on`` against the tags the plugin declares (``TaskPlugin.logged_metrics``)."""
         sets = [cmp.parse_set(s) for s in self.sets]
-        points = cmp.expand_grid(
-            self.plugin.name, [self.loss], self.seeds[:1], preset=self.preset, sets=sets, axes=axes
-        )
-        if any(len(p.grid) != len(self.params) for p in points):  # pragma: no cover - expand_grid raises first
-            raise ConfigError(f"a --search key is not a hyperparameter of loss '{self.loss}'")
-        cmp.validate_points(points)
+        config = None
+        for param in self.params:
+            for value in param.check_values():
+                axes = [cmp.parse_grid(f"{param.key}={value}")]  # the other searched keys keep their defaults
+                points = cmp.expand_grid(
+                    self.plugin.name, [self.loss], self.seeds[:1], preset=self.preset, sets=sets, axes=axes
+                )
+                try:
+                    config = next(iter(cmp.validate_points(points).values()))
+                except ContrastlabError as exc:
+                    where = f"--search '{param.key}={param.text}'"
+                    raise ConfigError(f"{where}: {param.key}={value} is refused: {exc}") from None
+        tags = tuple(self.plugin.logged_metrics(config)) if config is not None else ()
+        if self.prune_on and tags and self.prune_on not in tags:
+            raise ConfigError(
+                f"--prune-on {self.prune_on}: plugin {self.plugin.name} never logs it; its curves: {', '.join(tags)}"
+            )
+
+
+def ray_pruning_note(spec: TuneSpec) -> str | None:
+    """The line printed at the start when ``--pruner median`` meets the Ray backend, which does not prune."""
+    if spec.ray is not None and spec.pruner != "none":
+        return "trials are not pruned on the Ray backend (--pruner is ignored; see docs/tune.md)"
+    return None
 
 
 class TrialFailedError(RuntimeError):
@@ -207,7 +242,7 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
     with open(log, "a") as fh:
         fh.write(f"$ {' '.join(cmd)}\n")
         fh.flush()
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, preexec_fn=runner.die_with_parent())
         try:
             while proc.poll() is None:
                 if prune and report():
@@ -216,14 +251,35 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
                     raise optuna.TrialPruned(f"pruned at step {max(reported)}")
                 time.sleep(spec.poll)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            stop(proc)
+    if proc.returncode in (-signal.SIGINT, 130) or runner.RunDir(run_dir).info().get("status") == "interrupted":
+        raise KeyboardInterrupt  # Ctrl-C reached the run (the terminal signals the whole process group)
     if proc.returncode != 0 or runner.run_state(run_dir) != "completed":
         raise TrialFailedError(runner.last_error_line(log))
     if prune and report():
         raise optuna.TrialPruned(f"pruned at step {max(reported)}")
+    if prune and spec.pruner != "none" and not reported and not spec.warned:
+        spec.warned = True
+        logged = sorted(load_curves(run_dir))
+        print(
+            f"warning: the run {run_dir.name} never logged '{curve}', so trials are not pruned; "
+            f"its curves: {', '.join(logged) or 'none'} (see --prune-on)",
+            file=sys.stderr,
+        )
     return _metric(run_dir, primary)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a ``platform train`` process that is still running: SIGTERM (it marks its run interrupted), then
+    SIGKILL after 10 s."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def objective(spec: TuneSpec, trial: Any) -> float:
@@ -234,6 +290,7 @@ def objective(spec: TuneSpec, trial: Any) -> float:
     trial_out = spec.out / "trials" / f"{trial.number:04d}"
     trial.set_user_attr("dir", str(trial_out))
     trial.set_user_attr("values", values)
+    trial.set_user_attr(SETUP_ATTR, setup_record(spec))
     points = spec.points(values)
     if spec.ray is not None:
         from contrastlab.experiments.ray_runner import run_grid_ray
@@ -250,64 +307,33 @@ def objective(spec: TuneSpec, trial: Any) -> float:
     return sum(scores) / len(scores)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
-def recover_stale(study: Any) -> int:
-    """Mark trials left RUNNING by a dead process of this machine FAIL and queue their parameters again."""
-    optuna = import_optuna()
-    host, n = socket.gethostname(), 0
-    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        pid = t.user_attrs.get("pid")
-        if t.user_attrs.get("host") == host and isinstance(pid, int) and pid != os.getpid() and not _pid_alive(pid):
-            study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
-            study.enqueue_trial(t.params, skip_if_exists=False)
-            n += 1
-    return n
-
-
-def finished(study: Any) -> int:
-    """Trials that count towards ``--trials``: COMPLETE and PRUNED."""
-    optuna = import_optuna()
-    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-    return len(study.get_trials(deepcopy=False, states=states))
-
-
-def open_study(spec: TuneSpec, storage: str, name: str, pruner: str) -> Any:
-    """Create or load the study (``direction`` must match an existing one)."""
-    optuna = import_optuna()
-    chosen = optuna.pruners.MedianPruner(n_startup_trials=5) if pruner == "median" else optuna.pruners.NopPruner()
-    try:
-        study = optuna.create_study(
-            storage=storage, study_name=name, direction=spec.direction, pruner=chosen, load_if_exists=True
-        )
-    except ValueError as exc:
-        raise ConfigError(f"--study {name}: {exc}") from None
-    if study.direction.name.lower() != spec.direction:
-        raise ConfigError(f"--study {name} in {storage} was created to {study.direction.name.lower()}")
-    return study
-
-
 def optimize(study: Any, spec: TuneSpec, trials: int, parallel: int = 1) -> int:
-    """Run trials until ``trials`` of the study are COMPLETE or PRUNED; returns how many this call ran."""
+    """Run trials until ``trials`` of the study are COMPLETE or PRUNED; returns how many this call ran.
+
+    On KeyboardInterrupt the interrupted trials' parameters are queued again (they run first when the study is
+    resumed), without Optuna's warning and traceback about them, and the KeyboardInterrupt is re-raised."""
     optuna = import_optuna()
     recover_stale(study)
     todo = trials - finished(study)
     if todo <= 0:
         return 0
     states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-    stop = optuna.study.MaxTrialsCallback(trials, states=states)
+    enough = optuna.study.MaxTrialsCallback(trials, states=states)
     before = len(study.trials)
-    study.optimize(
-        lambda t: objective(spec, t), n_trials=todo, n_jobs=parallel, catch=(TrialFailedError,), callbacks=[stop]
-    )
+    with Interruptions() as interrupted:
+
+        def run(trial: Any) -> float:
+            try:
+                return objective(spec, trial)
+            except KeyboardInterrupt:
+                interrupted.numbers.add(trial.number)
+                raise
+
+        try:
+            study.optimize(run, n_trials=todo, n_jobs=parallel, catch=(TrialFailedError,), callbacks=[enough])
+        except KeyboardInterrupt:
+            interrupted.requeue_all(study)
+            raise
     return len(study.trials) - before
 
 
@@ -322,7 +348,8 @@ def best_trial(study: Any) -> Any | None:
 def write_best(study: Any, spec: TuneSpec) -> Path | None:
     """``OUT/best.yaml``: the resolved ``config.yaml`` of the best trial's first run (accepted by
     ``platform train --config``), with a comment naming the trial and its value; and ``OUT/best.json`` (what
-    ``platform compare --tuned`` reads)."""
+    ``platform compare --tuned`` reads). Both describe what that trial trained with: its own recorded setup, else
+    the study's, else (a trial from before setups were recorded) this command's."""
     import json
 
     out = spec.out
@@ -333,19 +360,21 @@ def write_best(study: Any, spec: TuneSpec) -> Path | None:
     source = runner.RunDir(Path(dirs[0])).config_yaml if dirs else None
     if source is None or not source.is_file():
         return None
-    head = f"# best trial {best.number}: value {best.value:.6g}; params {best.params}\n"
+    shown = ", ".join(f"{k}={display_value(str(v))}" for k, v in best.params.items())
+    head = f"# best trial {best.number}: value {best.value:.6g}; params {shown}\n"
     path = out / "best.yaml"
     path.write_text(head + source.read_text())
+    setup = best.user_attrs.get(SETUP_ATTR) or study.user_attrs.get(SETUP_ATTR) or setup_record(spec)
     record = {
-        "plugin": spec.plugin.name,
-        "loss": spec.loss,
-        "preset": spec.preset,
-        "sets": spec.sets,
+        "plugin": setup["plugin"],
+        "loss": setup["loss"],
+        "preset": setup["preset"],
+        "sets": list(setup["sets"]),
         "params": best.user_attrs.get("values") or {k: str(v) for k, v in best.params.items()},
-        "seeds": spec.seeds,
+        "seeds": list(setup.get("seeds") or range(1, int(setup["seeds_per_trial"]) + 1)),
         "trial": best.number,
         "value": best.value,
-        "metric": spec.plugin.primary_metric,
+        "metric": setup["metric"],
     }
     (out / "best.json").write_text(json.dumps(record, indent=2))
     return path

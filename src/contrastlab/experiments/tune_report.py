@@ -1,5 +1,6 @@
 """Outputs of ``platform tune``: the trials table (CSV and Markdown) and two PNG plots drawn with matplotlib
-(optimisation history with the best-so-far line; parameter importance from Optuna's default evaluator)."""
+(optimisation history with the best-so-far line; parameter importance from Optuna's default evaluator, or a
+figure saying why there is none). Sampled floats are shown with 4 significant digits."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def trial_rows(study: Any) -> tuple[list[str], list[list[str]]]:
                 t.state.name,
                 "" if t.value is None else f"{t.value:.6g}",
                 *(
-                    f"{t.params[k]:.6g}" if isinstance(t.params.get(k), float) else str(t.params.get(k, ""))
+                    f"{t.params[k]:.4g}" if isinstance(t.params.get(k), float) else str(t.params.get(k, ""))
                     for k in keys
                 ),
                 "" if secs is None else f"{secs:.1f}",
@@ -63,6 +64,18 @@ def write_tables(study: Any, out: Path, metric: str) -> list[Path]:
     return [out / "trials.csv", out / "trials.md"]
 
 
+def no_importance_reason(study: Any) -> str | None:
+    """Why ``importance.png`` shows no importance (``None`` when it does): fewer than 2 COMPLETE trials, or a
+    single searched parameter, whose importance is 1.0 by definition."""
+    done = [t for t in study.trials if t.state.name == "COMPLETE" and t.value is not None]
+    keys = {k for t in study.trials for k in t.params}
+    if len(done) < 2:
+        return f"needs ≥ 2 complete trials ({len(done)} so far)"
+    if len(keys) == 1:
+        return f"one parameter ({next(iter(keys))}): importance is 1.0 by definition"
+    return None
+
+
 def write_plots(study: Any, out: Path, metric: str) -> list[Path]:
     """``history.png`` and ``importance.png`` (the latter says why when importance is undefined)."""
     import matplotlib
@@ -90,17 +103,21 @@ def write_plots(study: Any, out: Path, metric: str) -> list[Path]:
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(6, 3))
-    try:
-        import optuna
+    reason = no_importance_reason(study)
+    if reason is None:
+        try:
+            import optuna
 
-        importances = optuna.importance.get_param_importances(study)
-        names = list(importances)[::-1]
-        ax.barh(names, [importances[n] for n in names])
-        ax.set_xlabel("importance (Optuna's default evaluator, sums to 1)")
-    except (ValueError, RuntimeError) as exc:
-        ax.text(0.5, 0.5, f"importance undefined: {str(exc)[:80]}", ha="center", va="center", wrap=True)
+            importances = optuna.importance.get_param_importances(study)
+            names = list(importances)[::-1]
+            ax.barh(names, [importances[n] for n in names])
+            ax.set_xlabel("importance (Optuna's default evaluator, sums to 1)")
+        except (ValueError, RuntimeError) as exc:
+            reason = f"importance undefined: {str(exc)[:80]}"
+    if reason is not None:
+        ax.text(0.5, 0.5, reason, ha="center", va="center", wrap=True)
         ax.set_axis_off()
-    ax.set_title("parameter importance")
+    ax.set_title("parameter importance" if reason is None else f"no parameter importance: {reason}", fontsize=9)
     fig.tight_layout()
     fig.savefig(out / "importance.png", dpi=100)
     plt.close(fig)

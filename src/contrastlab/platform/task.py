@@ -133,6 +133,12 @@ class TaskPlugin(Generic[C]):
         """
         return config
 
+    def logged_metrics(self, config: C) -> tuple[str, ...]:
+        """Tags of the curves that :meth:`train` logs through ``Run.log`` under ``config`` (its evaluation
+        metrics and ``train/loss``-like tags; per-component statistics may be left out). ``platform tune --prune-on``
+        refuses a tag outside this list; the default, empty, means "unknown" and accepts any tag."""
+        return ()
+
     def estimate_seconds(self, config: C, device: str) -> float | None:
         """Rough wall time of ``train`` on ``device`` (for the CPU warning), or ``None`` if unknown."""
         return None

@@ -201,6 +201,12 @@ class CurlTask(TaskPlugin[CurlConfig]):
             raise ConfigError("agent.batch_size must be <= agent.buffer_size")
         check_rendering()
 
+    def logged_metrics(self, config: CurlConfig) -> tuple[str, ...]:
+        """The evaluation and training returns against environment frames (``eval/episode_return_vs_env_frames``
+        every ``train.eval_every_frames``); update statistics left out."""
+        return (f"eval/episode_return{FRAMES}", f"eval/episode_return_std{FRAMES}", f"train/episode_return{FRAMES}",
+                f"perf/frames_per_second{FRAMES}", f"perf/updates_per_second{FRAMES}")
+
     def estimate_seconds(self, config: CurlConfig, device: str) -> float | None:
         """≈1 s per update at batch 128 on a CPU (DESIGN.md), scaling with the batch; ≈50× faster on a GPU."""
         steps = math.ceil(config.train.env_frames / action_repeat(config))

@@ -116,6 +116,12 @@ class GraphTask(TaskPlugin[GraphConfig]):
             raise ConfigError(f"dataset {data.name} needs >= 2 graphs in every class for cross-validation; "
                               f"class sizes {counts.tolist()}")
 
+    def logged_metrics(self, config: GraphConfig) -> tuple[str, ...]:
+        """``eval/<readout>_acc`` and ``_acc_std`` per ``eval.readouts`` (every ``eval.every`` epochs when > 0, and
+        at the end), and the training scalars (per-loss statistics left out)."""
+        evals = [f"eval/{r}_acc{s}" for r in config.eval.readouts for s in ("", "_std")]
+        return (*evals, "train/loss", "train/epoch", "train/graphs_per_s")
+
     def estimate_seconds(self, config: GraphConfig, device: str) -> float | None:
         """Rough wall time from the measured per-graph costs (generated data; TU data once loaded)."""
         key = self._key(config)

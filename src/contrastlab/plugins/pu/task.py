@@ -212,6 +212,12 @@ class PUTask(cl.TaskPlugin[PUConfig]):
         """Without a PU split there are no observed labels: say which setting makes one."""
         return f"set data.positive_classes for dataset '{config.data.dataset}' to make a PU split"
 
+    def logged_metrics(self, config: PUConfig) -> tuple[str, ...]:
+        """Pre-training loss, the classifier's risks (every ``log_every`` steps) and the test metrics (at the end)."""
+        tests = [f"test/{m}" for m in ("accuracy", "f1", "precision", "recall", "auc")]
+        return ("pretrain/loss", "pretrain/labeled_per_batch", "train/clamped_frac", "classifier/risk",
+                "classifier/positive_risk", "classifier/negative_risk", "classifier/ascent_fraction", *tests)
+
     def check(self, config: PUConfig) -> None:
         """Refuse bad input before training: label-aware loss without a split, bad prior, bad split, no data."""
         self._check_settings(config)

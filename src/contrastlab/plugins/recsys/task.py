@@ -22,7 +22,7 @@ from contrastlab.platform.run import Run
 from contrastlab.platform.task import ComponentSpec, EvalOptions, TaskPlugin
 from contrastlab.plugins.recsys.config import FROM_DENSITY, PRESETS, RecsysConfig
 from contrastlab.plugins.recsys.data import Interactions, load_interactions
-from contrastlab.plugins.recsys.metrics import popularity_scorer, ranking_metrics
+from contrastlab.plugins.recsys.metrics import metric_names, popularity_scorer, ranking_metrics
 from contrastlab.plugins.recsys.split import Split, split_per_user
 from contrastlab.plugins.recsys.trainer import Model, build_model, make_scorer, train_step
 
@@ -126,6 +126,11 @@ class RecsysTask(TaskPlugin[RecsysConfig]):
         if config.train.negatives != "in_batch" and config.train.num_negatives > split.num_items:
             raise ConfigError(f"train.num_negatives={config.train.num_negatives} exceeds the {split.num_items} "
                               "items; lower it")
+
+    def logged_metrics(self, config: RecsysConfig) -> tuple[str, ...]:
+        """``eval/<precision|recall|ndcg>@K`` for every ``eval.ks`` (every ``eval.every_epochs`` and at the end),
+        and the training scalars."""
+        return (*metric_names(config.eval.ks), "train/loss", "train/epoch", "train/clamped_frac")
 
     def estimate_seconds(self, config: RecsysConfig, device: str) -> float | None:
         """Rough wall time: steps × (logits + graph propagation) multiply-adds × a per-device constant."""

@@ -109,6 +109,13 @@ class SimCLRTask(TaskPlugin[SimCLRConfig]):
             raise ConfigError(f"sampler.size={queue} is smaller than train.batch_size={b}; the queue must hold at "
                               "least one batch of keys")
 
+    def logged_metrics(self, config: SimCLRConfig) -> tuple[str, ...]:
+        """``eval/knn_top1`` (every ``eval.knn_every`` epochs and at the end), the linear probe's
+        ``eval/linear_*`` (at the end, with ``eval.linear``), and the training scalars."""
+        linear = ("eval/linear_top1", "eval/linear_top5", "eval/linear_train_top1") if config.eval.linear else ()
+        return ("eval/knn_top1", *linear, "train/loss", "train/lr", "train/images_per_s", "train/epoch",
+                "train/clamped_frac")
+
     def estimate_seconds(self, config: SimCLRConfig, device: str) -> float | None:
         """Rough wall time from per-image costs measured for each encoder (32 px; scaled by area)."""
         kind = "cuda" if str(device).startswith("cuda") else "cpu"

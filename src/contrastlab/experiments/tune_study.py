@@ -1,0 +1,168 @@
+"""The Optuna study behind ``platform tune``: what it was created with, resuming it, and interrupted trials.
+
+* **Setup.** A new study stores the command's setup (plugin, loss, preset, fixed ``--set`` values, search space,
+  seeds per trial, primary metric and the curve pruned on) as the study's user attribute ``setup``. A later
+  command on the same storage and study name must have the same setup, or it is refused with one line naming the
+  first difference; a study from before this attribute existed takes the setup of the command that resumes it.
+* **Stale trials.** A trial left RUNNING by a dead process of this machine is marked FAIL and its parameters are
+  queued again (:func:`recover_stale`).
+* **Ctrl-C.** The trial that a KeyboardInterrupt stops is marked FAIL by Optuna; :class:`Interruptions` queues its
+  parameters again so the resumed study runs them first, and keeps Optuna's warning and traceback about it off
+  the terminal.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from typing import Any
+
+from contrastlab.platform.errors import ConfigError
+
+SETUP_ATTR = "setup"
+"""Study (and trial) user attribute holding :func:`setup_record`."""
+_OPTION = {
+    "plugin": "--plugin",
+    "loss": "--loss",
+    "preset": "--preset",
+    "sets": "--set",
+    "search": "--search",
+    "seeds_per_trial": "--seeds-per-trial",
+    "metric": "primary metric",
+    "prune_on": "--prune-on",
+}
+
+
+def import_optuna() -> Any:
+    """``optuna`` (quiet), or a one-line :class:`ConfigError` saying how to install it."""
+    try:
+        import optuna
+    except ImportError:
+        raise ConfigError("platform tune needs Optuna: pip install 'contrastlab[tune]'") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def setup_record(spec: Any) -> dict[str, Any]:
+    """What a trial of ``spec`` (a :class:`~contrastlab.experiments.tune.TuneSpec`) trains with, as JSON values."""
+    return {
+        "plugin": spec.plugin.name,
+        "loss": spec.loss,
+        "preset": spec.preset,
+        "sets": sorted(spec.sets),
+        "search": sorted(f"{p.key}={p.text}" for p in spec.params),
+        "seeds_per_trial": len(spec.seeds),
+        "seeds": list(spec.seeds),
+        "metric": spec.plugin.primary_metric,
+        "prune_on": spec.prune_on or spec.plugin.primary_metric,
+    }
+
+
+def _shown(key: str, value: Any) -> str:
+    if key in ("sets", "search"):
+        return " ".join(f"{_OPTION[key]} {v}" for v in value) if value else f"no {_OPTION[key]}"
+    return f"{_OPTION[key]} {value}"
+
+
+def check_setup(study: Any, record: dict[str, Any], storage: str) -> None:
+    """Store ``record`` in a study that has none; refuse (one line) a study created with a different setup."""
+    stored = study.user_attrs.get(SETUP_ATTR)
+    if not isinstance(stored, dict):
+        study.set_user_attr(SETUP_ATTR, record)
+        return
+    for key in _OPTION:
+        if key in stored and stored[key] != record[key]:
+            raise ConfigError(
+                f"--study {study.study_name} in {storage}: created with {_shown(key, stored[key])}, this command "
+                f"says {_shown(key, record[key])}; use another --study or --out"
+            )
+
+
+def open_study(spec: Any, storage: str, name: str, pruner: str) -> Any:
+    """Create or load the study; refuse one created with another direction or setup (:func:`check_setup`)."""
+    optuna = import_optuna()
+    chosen = optuna.pruners.MedianPruner(n_startup_trials=5) if pruner == "median" else optuna.pruners.NopPruner()
+    try:
+        study = optuna.create_study(
+            storage=storage, study_name=name, direction=spec.direction, pruner=chosen, load_if_exists=True
+        )
+    except ValueError as exc:
+        raise ConfigError(f"--study {name}: {exc}") from None
+    if study.direction.name.lower() != spec.direction:
+        raise ConfigError(f"--study {name} in {storage} was created to {study.direction.name.lower()}")
+    check_setup(study, setup_record(spec), storage)
+    return study
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def requeue(study: Any, trial: Any) -> None:
+    """Mark ``trial`` (a FrozenTrial) FAIL if it is not yet, and queue its parameters so they run next."""
+    optuna = import_optuna()
+    if trial.state != optuna.trial.TrialState.FAIL:
+        study._storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
+    study.enqueue_trial(trial.params, skip_if_exists=False)
+
+
+def recover_stale(study: Any) -> int:
+    """Mark trials left RUNNING by a dead process of this machine FAIL and queue their parameters again."""
+    optuna = import_optuna()
+    host, n = socket.gethostname(), 0
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        pid = t.user_attrs.get("pid")
+        if t.user_attrs.get("host") == host and isinstance(pid, int) and pid != os.getpid() and not _pid_alive(pid):
+            requeue(study, t)
+            n += 1
+    return n
+
+
+def finished(study: Any) -> int:
+    """Trials that count towards ``--trials``: COMPLETE and PRUNED."""
+    optuna = import_optuna()
+    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    return len(study.get_trials(deepcopy=False, states=states))
+
+
+class Interruptions(logging.Filter):
+    """Trials stopped by Ctrl-C in one ``optimize`` call. As a filter on Optuna's optimisation logger it drops
+    Optuna's "Trial N failed ... KeyboardInterrupt()" warning (with its traceback) and the "Trial N failed with
+    value None" line that follows, for those trials only."""
+
+    logger_name = "optuna.study._optimize"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.numbers: set[int] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """``False`` for Optuna's failure lines about an interrupted trial."""
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, KeyboardInterrupt):
+            return False
+        message = record.getMessage()
+        return not any(message.startswith(f"Trial {n} failed") for n in self.numbers)
+
+    def __enter__(self) -> Interruptions:
+        logging.getLogger(self.logger_name).addFilter(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger(self.logger_name).removeFilter(self)
+
+    def requeue_all(self, study: Any) -> int:
+        """Queue the parameters of every interrupted trial again (marking any still RUNNING FAIL)."""
+        n = 0
+        for t in study.get_trials(deepcopy=False):
+            if t.number in self.numbers and t.state.name in ("FAIL", "RUNNING"):
+                requeue(study, t)
+                n += 1
+        return n
