@@ -137,8 +137,10 @@ def test_expand_errors():
         cmp.expand_grid(
             "x", ["infonce", "dcl"], [1], axes=[cmp.parse_grid("loss.tau_plsu=0.1")], hparams_of=HPARAMS.__getitem__
         )
-    with pytest.raises(UnknownNameError, match="none of the losses infonce"):
+    with pytest.raises(UnknownNameError, match="loss infonce has no hyperparameter 'tau_plus'"):
         cmp.expand_grid("x", ["infonce"], [1], sets=[("loss.tau_plus", "0.1")], hparams_of=HPARAMS.__getitem__)
+    with pytest.raises(UnknownNameError, match="none of the losses infonce, dcl has hyperparameter 'beta'"):
+        cmp.expand_grid("x", ["infonce", "dcl"], [1], sets=[("loss.beta", "1")], hparams_of=HPARAMS.__getitem__)
     with pytest.raises(ConfigError, match="more than once"):
         cmp.expand_grid(
             "x",

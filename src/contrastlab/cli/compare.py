@@ -211,8 +211,12 @@ def add_compare_commands(app: typer.Typer) -> None:
             raise ConfigError("--runs-per-gpu needs --devices (it packs runs onto the listed GPUs)")
         slots: list[str | None] = ([*cmp.device_slots(cmp.parse_devices(devices), runs_per_gpu or 1)]
                                    if devices is not None else [None] * (jobs or 1))
-        if tuned and (plugin or loss or recipe or grid or preset):
-            raise ConfigError("--tuned takes the plugin, loss, preset and values from the studies; drop the others")
+        given = {"--plugin": plugin, "--loss": loss, "--recipe": recipe, "--grid": grid, "--preset": preset}
+        extra_opts = [name for name, value in given.items() if value]
+        if tuned and extra_opts:
+            raise ConfigError(
+                f"--tuned takes the plugin, loss, preset and values from the studies; drop {', '.join(extra_opts)}"
+            )
         if tuned:
             plan = make_tuned_plan(tuned, seeds, seed_list, sets)
         else:
@@ -223,8 +227,8 @@ def add_compare_commands(app: typer.Typer) -> None:
         counts = {s: states.count(s) for s in ("completed", "resume", "fresh")}
         where = f"{len(slots)} at a time" if ray_opts is None else "on Ray, as many at a time as resources allow"
         err_console.print(
-            f"{plan.title}: preset {plan.preset}, {len(plan.points)} runs → {out_dir}: {counts['completed']} finished "
-            f"(skipped), {counts['resume']} to resume, {counts['fresh']} new; {where}; "
+            f"{plan.title}: preset {plan.preset}, {cmp.count(len(plan.points), 'run')} → {out_dir}: "
+            f"{counts['completed']} finished (skipped), {counts['resume']} to resume, {counts['fresh']} new; {where}; "
             f"logs in {out_dir / 'logs'}",
             highlight=False,
             soft_wrap=True,
@@ -267,7 +271,8 @@ def add_compare_commands(app: typer.Typer) -> None:
         failed = [r for r in results if r.status == "failed"]
         if failed:
             logs = out_dir / "logs"
-            err_console.print(f"{len(failed)} of {len(results)} runs failed; see results.md and {logs}", soft_wrap=True)
+            total = cmp.count(len(results), "run")
+            err_console.print(f"{len(failed)} of {total} failed; see results.md and {logs}", soft_wrap=True)
             raise typer.Exit(1)
 
     @app.command("report")

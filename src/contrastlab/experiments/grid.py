@@ -43,7 +43,8 @@ class GridAxis:
     """Values in the order given; at least one, no duplicates."""
 
 
-def _check_key(key: str, option: str, spec: str) -> None:
+def check_key(key: str, option: str, spec: str) -> None:
+    """Refuse a key that is not a dotted path, or one the grid sets itself (seed, loss), naming ``option``."""
     if not _KEY_RE.match(key):
         raise ConfigError(f"{option} '{spec}': bad key '{key}'; expected a dotted path like loss.tau_plus")
     if key in _RESERVED:
@@ -58,7 +59,7 @@ def parse_set(spec: str) -> tuple[str, str]:
     key, value = split_assignment(spec, "--set")
     if not value:
         raise ConfigError(f"--set '{spec}': expected key=value, e.g. --set train.max_steps=50")
-    _check_key(key, "--set", spec)
+    check_key(key, "--set", spec)
     return key, value
 
 
@@ -67,7 +68,7 @@ def parse_grid(spec: str) -> GridAxis:
     if "=" not in spec:
         raise ConfigError(f"--grid '{spec}': expected key=v1,v2,..., e.g. --grid loss.tau_plus=0.01,0.05,0.1")
     key, raw = split_assignment(spec, "--grid")
-    _check_key(key, "--grid", spec)
+    check_key(key, "--grid", spec)
     values = [v.strip() for v in raw.split(",")]
     if not raw.strip() or any(not v for v in values):
         raise ConfigError(f"--grid '{spec}': empty value; give comma-separated values like {key}=0.01,0.1")
@@ -133,6 +134,11 @@ def device_slots(devices: Sequence[str], runs_per_gpu: int = 1) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------- grid
+def count(n: int, noun: str) -> str:
+    """``1 run``, ``3 runs``: a count with its noun in the right number (nouns with a plain ``s`` plural)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def display_value(value: str) -> str:
     """A config value as people read it: a number with more than 4 significant digits rounded to 4
     (``0.05123456789012345``, as ``platform tune`` samples them, → ``0.05123``); anything else as written
@@ -234,9 +240,11 @@ def expand_grid(
     for key in keys:
         if not any(key_applies(key, hp[loss]) for loss in losses):
             valid = sorted({f"loss.{h}" for loss in losses for h in hp[loss]})
+            hp_name = key.split(".")[1]
+            which = f"loss {losses[0]} has no" if len(losses) == 1 else f"none of the losses {', '.join(losses)} has"
             raise UnknownNameError(
-                f"unknown key '{key}': none of the losses {', '.join(losses)} has hyperparameter "
-                f"'{key.split('.')[1]}'; valid loss keys: {', '.join(valid) or '(none)'}"
+                f"unknown key '{key}': {which} hyperparameter '{hp_name}'; "
+                f"valid loss keys: {', '.join(valid) or '(none)'}"
             )
     points: list[GridPoint] = []
     for loss in losses:

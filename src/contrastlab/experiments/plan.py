@@ -1,7 +1,7 @@
 """What ``platform compare`` will run, decided before anything runs: the grid (from options or a recipe), the
 preset policy, and the ETA line.
 
-**Preset policy.** A plugin that declares GPU-sized presets (``gpu_presets``: curl, simclr, pu) has a default
+**Preset policy.** A plugin that declares GPU-sized presets (``gpu_presets``: curl, simclr, pu, recsys) has a default
 preset, ``smoke``, that only checks that training runs (curl: 1,600 environment frames). A comparison on it
 would look like a result and mean nothing, so ``platform compare`` refuses such a plugin without ``--preset``
 (or a ``--recipe``, which names its preset), with a one-line error naming the presets and recipes. Plugins
@@ -44,18 +44,20 @@ class Plan:
     """What ``compare.json`` records (the runs are added by the caller)."""
 
 
-def require_preset(plugin: TaskPlugin, preset: str | None) -> str:
+def require_preset(plugin: TaskPlugin, preset: str | None, command: str = "compare") -> str:
     """The preset to use without a recipe: the given one, or the plugin's default where that is allowed (see
-    the module docstring); otherwise a :class:`ConfigError` that names the choices."""
+    the module docstring); otherwise a :class:`ConfigError` that names the choices (for ``command``
+    ``compare``, the plugin's recipes too; ``platform tune`` has no ``--recipe``)."""
     if preset is not None:
         return preset
     if not plugin.gpu_presets:
         return plugin.default_preset
     recipes = [name for name, r in rcp.BUILTIN.items() if r.get("plugin") == plugin.name]
-    also = f", or --recipe {' / '.join(recipes)}" if recipes else ""
+    also = f", or --recipe {' / '.join(recipes)}" if recipes and command == "compare" else ""
     gpu = ", ".join(sorted(plugin.gpu_presets))
+    what = f"a {plugin.name} comparison" if command == "compare" else f"platform {command} --plugin {plugin.name}"
     raise ConfigError(
-        f"--preset is required for a {plugin.name} comparison (its default '{plugin.default_preset}' only checks "
+        f"--preset is required for {what} (its default '{plugin.default_preset}' only checks "
         f"that training runs); choose one of: {', '.join(plugin.presets)} (GPU-sized: {gpu}){also}"
     )
 
@@ -135,9 +137,10 @@ def eta_lines(
     seconds, kinds = cmp.estimate_wall_time(pending, configs, slots, plan.plugin)
     n = len(pending)
     if seconds is None:
-        return [f"ETA unknown for {n} runs (plugin '{plan.plugin.name}' gives no time estimate)"]
+        return [f"ETA unknown for {cmp.count(n, 'run')} (plugin '{plan.plugin.name}' gives no time estimate)"]
     where = " and ".join(kinds)
-    lines = [f"ETA ≈ {cmp.fmt_duration(seconds)} for {n} runs on {where}, {len(slots)} at a time (plugin's estimate)"]
+    eta = cmp.fmt_duration(seconds)
+    lines = [f"ETA ≈ {eta} for {cmp.count(n, 'run')} on {where}, {len(slots)} at a time (plugin's estimate)"]
     if plan.preset in plan.plugin.gpu_presets and kinds == ["cpu"]:
         lines.append(
             f"warning: preset '{plan.preset}' is sized for a GPU but runs on the CPU here; "
@@ -151,7 +154,8 @@ def make_tuned_plan(
 ) -> Plan:
     """``platform compare --tuned DIR ...``: each DIR's ``best.json`` (written by ``platform tune``) is one loss at
     its tuned values, run on seeds the tuning never used (``--seeds N``: the N seeds after the largest tuning
-    seed; ``--seed-list``: exactly those, none of them a tuning seed)."""
+    seed; ``--seed-list``: exactly those, none of them a tuning seed). A ``--set`` of a tuned key is refused (it
+    would silently lose to the tuned value)."""
     records = []
     for d in dirs:
         rec = read_json_file(Path(d) / "best.json")
@@ -173,6 +177,11 @@ def make_tuned_plan(
     else:
         n = cmp.parse_seeds(seeds, None)
         seed_values = [max(used, default=0) + s for s in n]
+    for key, _ in sets:
+        for d, r in zip(dirs, records, strict=True):
+            if key in r["params"]:
+                value = cmp.display_value(str(r["params"][key]))
+                raise ConfigError(f"--set {key}: tuned in {d} ({value}); drop it or tune again")
     task = get_task_plugin(plugin_name)
     extra = [f"{k}={v}" for k, v in sets]
     points = [

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contrastlab.experiments.grid import GridPoint
+from contrastlab.experiments.grid import GridPoint, count
 from contrastlab.platform.rundir import RunDir, read_json
 
 __all__ = ["ERROR_FILE", "JobResult", "die_with_parent", "read_json", "run_grid", "run_state", "train_command"]
@@ -277,9 +277,13 @@ def run_grid(
     def n_failed() -> int:
         return sum(r.status == "failed" for r in results.values())
 
-    with rp.Progress(*columns, console=console, transient=False) as progress:
+    # not a terminal: the plain lines only (rich would still print its final bar when it stops)
+    with rp.Progress(*columns, console=console, transient=False, disable=plain is not None) as progress:
         overall = progress.add_task(
-            f"grid ({len(points)} runs)", total=len(points), completed=len(results), info=f"{len(results)} already done"
+            f"grid ({count(len(points), 'run')})",
+            total=len(points),
+            completed=len(results),
+            info=f"{len(results)} already done",
         )
         try:
             while pending or running:
