@@ -17,9 +17,10 @@ HELP = {
     "loss": "The loss every trial trains with, e.g. --loss dcl.",
     "search": "KEY=DIST (repeatable): uniform(a,b), log-uniform(a,b), int(a,b), log-int(a,b) or choice(v1,v2,...), "
     "e.g. --search 'loss.tau_plus=log-uniform(0.001,0.3)'.",
-    "trials": "Trials to finish (COMPLETE or PRUNED) in the study, counting those of earlier runs (default: 20).",
+    "trials": "Trials to finish (COMPLETE or PRUNED) in the study, counting those of earlier runs (default: 20). "
+    "Failed trials do not count; 3 failed trials in a row stop the command (exit code 1).",
     "seeds_per_trial": "Seeds 1..N trained per trial; the objective is their mean primary metric (default: 1).",
-    "out": "Output directory: trials/, best.yaml, trials.csv/md, history.png, importance.png "
+    "out": "Output directory: trials/, best.yaml, best.json, trials.csv/md, history.png, importance.png "
     "(default: tune/<plugin>-<loss>).",
     "storage": "Optuna storage URL (default: sqlite:///OUT/study.db), e.g. postgresql://user@db/tune to run "
     "workers on several machines.",
@@ -30,7 +31,8 @@ HELP = {
     "prune_on": "Metric tag whose curve the pruner watches (default: the primary metric), e.g. --prune-on "
     "eval/knn_top1 for simclr, whose primary eval/linear_top1 is only measured at the end of a run. A tag the "
     "plugin does not log is refused.",
-    "device": "--device of every run, e.g. cuda:0 (default: the config's).",
+    "device": "--device of every run, e.g. cuda:0 (default: the config's); a CUDA device this machine lacks is "
+    "refused before anything runs (local backend).",
     "parallel": "Trials at a time in this worker (default: 1; useful with --backend ray).",
 }
 
@@ -46,7 +48,7 @@ def add_tune_commands(app: typer.Typer) -> None:
         search: Annotated[list[str], typer.Option(help=HELP["search"])],
         trials: Annotated[int, typer.Option(help=HELP["trials"])] = 20,
         seeds_per_trial: Annotated[int, typer.Option(help=HELP["seeds_per_trial"])] = 1,
-        preset: Annotated[str | None, typer.Option(help="Plugin preset of every trial, e.g. --preset smoke; required "
+        preset: Annotated[str | None, typer.Option(help="Plugin preset of every trial, e.g. --preset smoke. Required "
                           "for plugins with GPU-sized presets (curl, simclr, pu, recsys).")] = None,
         set_: Annotated[list[str] | None, typer.Option("--set", help=COMPARE_HELP["set"])] = None,
         out: Annotated[Path | None, typer.Option(help=HELP["out"])] = None,
@@ -62,11 +64,13 @@ def add_tune_commands(app: typer.Typer) -> None:
         gpus_per_run: Annotated[float, typer.Option(help=COMPARE_HELP["gpus_per_run"])] = 0.0,
         max_retries: Annotated[int, typer.Option(help=COMPARE_HELP["max_retries"])] = 2,
     ) -> None:
-        """Search hyperparameters with Optuna, maximising the plugin's primary metric (see docs/tune.md).
+        """Search hyperparameters with Optuna, optimising (maximising or minimising as the plugin declares) its
+        primary metric (see docs/tune.md).
 
-        Outputs in --out: best.yaml (for `platform train --config`), trials.csv, trials.md, history.png,
-        importance.png, and every trial's runs under trials/. Repeating the command resumes the study; Ctrl-C
-        stops it and queues the interrupted trial's parameters to run first on resume.
+        Outputs in --out: best.yaml (for `platform train --config`), best.json (for `platform compare --tuned`),
+        trials.csv, trials.md, history.png, importance.png, and every trial's runs under trials/. One line per trial
+        start and end goes to stderr. Repeating the command resumes the study; Ctrl-C stops it and queues the
+        interrupted trial's parameters to run first on resume.
 
         Examples:
 
@@ -77,8 +81,10 @@ def add_tune_commands(app: typer.Typer) -> None:
           --search 'loss.beta=uniform(0.1,2)' --trials 20 --seeds-per-trial 2 --backend ray --address auto --parallel 4
         """
         from contrastlab.experiments import tune as tn
-        from contrastlab.experiments.grid import parse_set
+        from contrastlab.experiments.grid import count, parse_set
         from contrastlab.experiments.plan import require_preset
+        from contrastlab.experiments.tune_study import check_existing
+        from contrastlab.experiments.tune_trials import TooManyFailuresError
         from contrastlab.platform.plugins import get_task_plugin
         from contrastlab.platform.rundir import check_writable_dir
 
@@ -96,25 +102,27 @@ def add_tune_commands(app: typer.Typer) -> None:
             raise ConfigError(f"--set and --search both give {', '.join(clash)}")
         ray_opts = check_backend(backend, address, None, None, cpus_per_run, gpus_per_run, max_retries)
         task = get_task_plugin(plugin)
-        chosen = require_preset(task, preset)
+        chosen = require_preset(task, preset, "tune")
         out_dir = (out or Path("tune") / f"{task.name}-{loss}").resolve()
         spec = tn.TuneSpec(task, loss, chosen, sets, params, list(range(1, seeds_per_trial + 1)), out_dir, device)
         spec.ray, spec.prune_on, spec.pruner = ray_opts, prune_on, pruner
+        tn.import_optuna()
+        url = storage or f"sqlite:///{out_dir / 'study.db'}"
+        tn.check_storage(url if storage else "sqlite://")
+        name = study or f"{task.name}-{loss}"
+        check_existing(spec, url, name)  # a resumed study's setup first: it explains a preset's missing data
         spec.validate()
         if ray_opts is not None and address is None:  # the private local instance: start it now, check its size
             from contrastlab.experiments.ray_runner import connect_checked
 
             connect_checked(None, cpus_per_run, gpus_per_run)
-        tn.import_optuna()
-        url = storage or f"sqlite:///{out_dir / 'study.db'}"
-        tn.check_storage(url if storage else "sqlite://")
         check_writable_dir(out_dir, "--out")
         out_dir.mkdir(parents=True, exist_ok=True)
-        name = study or f"{task.name}-{loss}"
         the_study = tn.open_study(spec, url, name, pruner)
         before = tn.finished(the_study)
         err_console.print(
-            f"tune {task.name}/{loss}: preset {chosen}, study '{name}' in {url}: {before} of {trials} trials finished; "
+            f"tune {task.name}/{loss}: preset {chosen}, study '{name}' in {url}: {before} of {count(trials, 'trial')} "
+            f"finished; "
             f"{task.primary_metric} ({spec.direction}), {seeds_per_trial} seed(s) per trial, backend {backend}",
             highlight=False,
             soft_wrap=True,
@@ -122,8 +130,11 @@ def add_tune_commands(app: typer.Typer) -> None:
         note = tn.ray_pruning_note(spec)
         if note:
             err_console.print(note, highlight=False, soft_wrap=True)
+        gave_up = None
         try:
             tn.optimize(the_study, spec, trials, parallel)
+        except TooManyFailuresError as exc:
+            gave_up = exc
         except KeyboardInterrupt:
             err_console.print("interrupted; run the same command again to resume the study", soft_wrap=True)
             raise typer.Exit(130) from None
@@ -136,10 +147,14 @@ def add_tune_commands(app: typer.Typer) -> None:
         say((out_dir / "trials.md").read_text())
         for name_ in ("trials.csv", "trials.md", "history.png", "importance.png"):
             say(f"{name_:15s} {out_dir / name_}")
+        if best is not None:
+            say(f"{'best.yaml':15s} {best}")
+            say(f"{'best.json':15s} {out_dir / 'best.json'}")
+            print_commands(
+                "Train the best config:", shell_command("platform", "train", "--plugin", task.name, "--config", best)
+            )
+        if gave_up is not None:
+            raise gave_up
         if best is None:
             err_console.print("no trial completed; see trials.md and the logs under trials/", soft_wrap=True)
             raise typer.Exit(1)
-        say(f"{'best.yaml':15s} {best}")
-        print_commands(
-            "Train the best config:", shell_command("platform", "train", "--plugin", task.name, "--config", best)
-        )

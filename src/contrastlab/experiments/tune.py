@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -39,6 +38,7 @@ from contrastlab.experiments import grid as cmp
 from contrastlab.experiments import runner
 from contrastlab.experiments.grid import display_value
 from contrastlab.experiments.results import load_curves
+from contrastlab.experiments.tune_search import SearchParam, check_storage, parse_search
 from contrastlab.experiments.tune_study import (
     SETUP_ATTR,
     Interruptions,
@@ -48,93 +48,20 @@ from contrastlab.experiments.tune_study import (
     recover_stale,
     setup_record,
 )
-from contrastlab.platform.errors import ConfigError, ContrastlabError
+from contrastlab.experiments.tune_trials import TrialFailedError, TrialLines, say, shown_values, start_line
+from contrastlab.platform.errors import ConfigError, ContrastlabError, DataMissingError
 
-__all__ = ["finished", "import_optuna", "open_study", "recover_stale", "setup_record"]  # re-exported for the CLI
-_DIST_RE = re.compile(r"^(?P<kind>[a-z-]+)\((?P<args>[^()]*)\)$")
-_NUMERIC = {"uniform": float, "log-uniform": float, "int": int, "log-int": int}
-
-
-@dataclass(frozen=True)
-class SearchParam:
-    """One ``--search KEY=DIST``."""
-
-    key: str
-    """Dotted config key, e.g. ``loss.tau_plus``."""
-    kind: str
-    """``uniform``, ``log-uniform``, ``int``, ``log-int`` or ``choice``."""
-    args: tuple[Any, ...]
-    """``(low, high)`` for the numeric kinds, the values (strings) for ``choice``."""
-
-    def suggest(self, trial: Any) -> str:
-        """Sample a value with ``trial`` and return it as ``--set`` text."""
-        if self.kind == "choice":
-            return str(trial.suggest_categorical(self.key, list(self.args)))
-        low, high = self.args
-        log = self.kind.startswith("log-")
-        if self.kind.endswith("int"):
-            return str(trial.suggest_int(self.key, low, high, log=log))
-        return repr(float(trial.suggest_float(self.key, low, high, log=log)))
-
-    def example(self) -> str:
-        """A value inside the range (to validate the key before anything runs)."""
-        return str(self.args[0])
-
-    def check_values(self) -> list[str]:
-        """Every value to validate before anything runs: each choice, or both bounds."""
-        return [str(a) for a in self.args]
-
-    @property
-    def text(self) -> str:
-        """The distribution as ``--search`` text, e.g. ``log-uniform(0.001,0.3)``."""
-        return f"{self.kind}({','.join(str(a) for a in self.args)})"
-
-
-def parse_search(spec: str) -> SearchParam:
-    """Parse ``KEY=DIST``; a one-line :class:`ConfigError` for anything malformed."""
-    hint = "e.g. --search 'loss.tau_plus=log-uniform(0.001,0.3)'"
-    if "=" not in spec:
-        raise ConfigError(f"--search '{spec}': expected KEY=DIST, {hint}")
-    key, dist = (part.strip() for part in spec.split("=", 1))
-    cmp.parse_set(f"{key}=x")  # the grid's key checks (dotted path, reserved keys)
-    m = _DIST_RE.match(dist.replace(" ", ""))
-    kinds = "uniform(a,b), log-uniform(a,b), int(a,b), log-int(a,b), choice(v1,v2,...)"
-    if not m or (m["kind"] not in _NUMERIC and m["kind"] != "choice"):
-        raise ConfigError(f"--search '{spec}': bad distribution '{dist}'; use one of {kinds}")
-    args = [a for a in m["args"].split(",")]
-    if any(not a for a in args):
-        raise ConfigError(f"--search '{spec}': empty argument in '{dist}'")
-    if m["kind"] == "choice":
-        if len(set(args)) != len(args):
-            raise ConfigError(f"--search '{spec}': duplicated choice in '{dist}'")
-        return SearchParam(key, "choice", tuple(args))
-    cast = _NUMERIC[m["kind"]]
-    try:
-        low, high = (cast(a) for a in args) if len(args) == 2 else (None, None)
-    except ValueError:
-        raise ConfigError(f"--search '{spec}': {m['kind']} needs two {cast.__name__} bounds, got '{dist}'") from None
-    if low is None or not (math.isfinite(low) and math.isfinite(high)) or low >= high:
-        raise ConfigError(f"--search '{spec}': {m['kind']}(low,high) needs two finite bounds with low < high")
-    if m["kind"].startswith("log-") and low <= 0:
-        raise ConfigError(f"--search '{spec}': {m['kind']} needs low > 0")
-    return SearchParam(key, m["kind"], (low, high))
-
-
-def check_storage(url: str) -> None:
-    """Refuse a storage URL SQLAlchemy cannot use (syntax, driver, missing SQLite folder) before writing."""
-    try:
-        from sqlalchemy import create_engine
-        from sqlalchemy.engine import make_url
-
-        parsed = make_url(url)
-        create_engine(parsed)
-    except Exception as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ConfigError(f"--storage {url}: not a usable database URL ({first[:200]})") from None
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        folder = Path(parsed.database).parent
-        if not folder.is_dir():
-            raise ConfigError(f"--storage {url}: folder {folder} does not exist")
+__all__ = [  # re-exported for the CLI and the tests
+    "SearchParam",
+    "TrialFailedError",
+    "check_storage",
+    "finished",
+    "import_optuna",
+    "open_study",
+    "parse_search",
+    "recover_stale",
+    "setup_record",
+]
 
 
 @dataclass
@@ -173,17 +100,54 @@ class TuneSpec:
     def direction(self) -> str:
         return "maximize" if self.plugin.higher_is_better else "minimize"
 
+    def blame_set(self, exc: ContrastlabError) -> ContrastlabError:
+        """``exc`` (from validating the preset with every ``--set``) prefixed with the ``--set`` that alone causes
+        it, when one does; missing data is blamed on ``--preset``; else ``exc`` as it is."""
+        from contrastlab.platform.config import resolve_config
+
+        for one in self.sets:
+            try:
+                resolve_config(self.plugin, preset=self.preset, sets=[one], loss=self.loss)
+            except ContrastlabError as alone:
+                if str(alone) == str(exc):
+                    return type(exc)(f"--set {one}: {exc}")
+            except Exception:  # a plugin's own failure: keep the original error
+                continue
+        if isinstance(exc, DataMissingError):  # the preset chose the data
+            return type(exc)(f"--preset {self.preset}: {exc}")
+        return exc
+
+    def check_device(self, config: Any) -> None:
+        """Refuse a CUDA device this machine lacks (one line, like ``platform train``) when the runs train here:
+        the local backend, or Ray's private local instance."""
+        if self.ray is not None and self.ray.get("address") is not None:
+            return  # the runs train on the cluster's machines
+        from contrastlab.platform.run import resolve_device
+
+        try:
+            resolve_device(self.device or str(config.device))
+        except ContrastlabError as exc:
+            where = f"--device {self.device}" if self.device else f"the config's device ({config.device})"
+            raise type(exc)(f"{where}: {exc}") from None
+
     def points(self, values: dict[str, str]) -> list[cmp.GridPoint]:
         """The runs of a trial with ``values`` (``key -> --set text``): one per seed."""
         grid = tuple((p.key, values[p.key]) for p in self.params)
         return [cmp.GridPoint(self.plugin.name, self.loss, s, self.preset, tuple(self.sets), grid) for s in self.seeds]
 
     def validate(self) -> None:
-        """Check every key against the plugin's config, as ``compare`` does, with every value a trial can get at
-        its edges (each choice, both bounds; one key at a time, the other searched keys at their defaults), and
-        ``--prune-on`` against the tags the plugin declares (``TaskPlugin.logged_metrics``)."""
+        """Check the preset and ``--set`` values on their own (errors as ``compare`` words them), then every
+        searched key against the plugin's config with every value a trial can get at its edges (each choice, both
+        bounds; one key at a time, the other searched keys at their defaults; errors name ``--search``), the
+        device where the runs train on this machine, and ``--prune-on`` against the tags the plugin declares
+        (``TaskPlugin.logged_metrics``)."""
         sets = [cmp.parse_set(s) for s in self.sets]
-        config = None
+        base = cmp.expand_grid(self.plugin.name, [self.loss], self.seeds[:1], preset=self.preset, sets=sets)
+        try:
+            config = next(iter(cmp.validate_points(base).values()))
+        except ContrastlabError as exc:
+            raise self.blame_set(exc) from None
+        self.check_device(config)
         for param in self.params:
             for value in param.check_values():
                 axes = [cmp.parse_grid(f"{param.key}={value}")]  # the other searched keys keep their defaults
@@ -209,10 +173,6 @@ def ray_pruning_note(spec: TuneSpec) -> str | None:
     return None
 
 
-class TrialFailedError(RuntimeError):
-    """A run of a trial failed (the trial is marked FAIL; the study goes on)."""
-
-
 def _metric(run_dir: Path, primary: str) -> float:
     summary = runner.read_json(runner.RunDir(run_dir).summary_json) or {}
     value = (summary.get("metrics") or {}).get(primary)
@@ -231,6 +191,7 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
     cmd = runner.train_command(point, trial_out, spec.device, runner.platform_base_command())
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     reported: set[int] = set()
+    say(start_line(trial.number, dict(point.grid), point.seed, spec.seeds))
 
     def report() -> bool:
         for step, value in load_curves(run_dir).get(curve, []):
@@ -255,7 +216,7 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
     if proc.returncode in (-signal.SIGINT, 130) or runner.RunDir(run_dir).info().get("status") == "interrupted":
         raise KeyboardInterrupt  # Ctrl-C reached the run (the terminal signals the whole process group)
     if proc.returncode != 0 or runner.run_state(run_dir) != "completed":
-        raise TrialFailedError(runner.last_error_line(log))
+        raise TrialFailedError(runner.last_error_line(log), log)
     if prune and report():
         raise optuna.TrialPruned(f"pruned at step {max(reported)}")
     if prune and spec.pruner != "none" and not reported and not spec.warned:
@@ -292,6 +253,8 @@ def objective(spec: TuneSpec, trial: Any) -> float:
     trial.set_user_attr("values", values)
     trial.set_user_attr(SETUP_ATTR, setup_record(spec))
     points = spec.points(values)
+    if spec.ray is not None:  # the start line (local runs print one per seed, in train_locally)
+        say(f"trial {trial.number}: {shown_values(values)}, {len(points)} seed(s) on Ray")
     if spec.ray is not None:
         from contrastlab.experiments.ray_runner import run_grid_ray
 
@@ -308,17 +271,20 @@ def objective(spec: TuneSpec, trial: Any) -> float:
 
 
 def optimize(study: Any, spec: TuneSpec, trials: int, parallel: int = 1) -> int:
-    """Run trials until ``trials`` of the study are COMPLETE or PRUNED; returns how many this call ran.
+    """Run trials until ``trials`` of the study are COMPLETE or PRUNED (failed trials do not count, so they are
+    replaced); returns how many this call ran. One line per trial start and end on stderr
+    (:mod:`~contrastlab.experiments.tune_trials`); after 3 failed trials in a row the study stops and
+    :class:`~contrastlab.experiments.tune_trials.TooManyFailuresError` is raised.
 
     On KeyboardInterrupt the interrupted trials' parameters are queued again (they run first when the study is
     resumed), without Optuna's warning and traceback about them, and the KeyboardInterrupt is re-raised."""
     optuna = import_optuna()
     recover_stale(study)
-    todo = trials - finished(study)
-    if todo <= 0:
+    if trials - finished(study) <= 0:
         return 0
     states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
     enough = optuna.study.MaxTrialsCallback(trials, states=states)
+    lines = TrialLines(spec.plugin.primary_metric)
     before = len(study.trials)
     with Interruptions() as interrupted:
 
@@ -328,12 +294,17 @@ def optimize(study: Any, spec: TuneSpec, trials: int, parallel: int = 1) -> int:
             except KeyboardInterrupt:
                 interrupted.numbers.add(trial.number)
                 raise
+            except TrialFailedError as exc:
+                interrupted.failed.add(trial.number)  # our line replaces Optuna's warning and traceback
+                lines.failed(trial.number, exc)
+                raise
 
-        try:
-            study.optimize(run, n_trials=todo, n_jobs=parallel, catch=(TrialFailedError,), callbacks=[enough])
+        try:  # no n_trials: `enough` stops the study once `trials` are finished, `lines` after 3 failures in a row
+            study.optimize(run, n_jobs=parallel, catch=(TrialFailedError,), callbacks=[enough, lines])
         except KeyboardInterrupt:
             interrupted.requeue_all(study)
             raise
+    lines.check()
     return len(study.trials) - before
 
 

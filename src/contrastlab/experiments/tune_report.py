@@ -9,12 +9,18 @@ from pathlib import Path
 from typing import Any
 
 
+def trial_params(trial: Any) -> dict[str, Any]:
+    """A trial's parameters; for a queued (WAITING) trial, the ones it will run with (Optuna's ``fixed_params``)."""
+    return dict(trial.params) or dict(trial.system_attrs.get("fixed_params") or {})
+
+
 def trial_rows(study: Any) -> tuple[list[str], list[list[str]]]:
     """Header and one row per trial: number, state, value, each parameter, seconds, run directory."""
-    keys = sorted({k for t in study.trials for k in t.params})
+    keys = sorted({k for t in study.trials for k in trial_params(t)})
     header = ["trial", "state", "value", *keys, "seconds", "dir"]
     rows = []
     for t in study.trials:
+        params = trial_params(t)
         secs = (
             (t.datetime_complete - t.datetime_start).total_seconds()
             if t.datetime_complete and t.datetime_start
@@ -26,7 +32,7 @@ def trial_rows(study: Any) -> tuple[list[str], list[list[str]]]:
                 t.state.name,
                 "" if t.value is None else f"{t.value:.6g}",
                 *(
-                    f"{t.params[k]:.4g}" if isinstance(t.params.get(k), float) else str(t.params.get(k, ""))
+                    f"{params[k]:.4g}" if isinstance(params.get(k), float) else str(params.get(k, ""))
                     for k in keys
                 ),
                 "" if secs is None else f"{secs:.1f}",
@@ -37,7 +43,7 @@ def trial_rows(study: Any) -> tuple[list[str], list[list[str]]]:
 
 
 def write_tables(study: Any, out: Path, metric: str) -> list[Path]:
-    """``trials.csv`` and ``trials.md`` (best trial in bold)."""
+    """``trials.csv`` and ``trials.md`` (best trial in bold; its directory column relative to ``out``)."""
     header, rows = trial_rows(study)
     with open(out / "trials.csv", "w", newline="") as fh:
         writer = csv.writer(fh)
@@ -52,16 +58,24 @@ def write_tables(study: Any, out: Path, metric: str) -> list[Path]:
         "",
         f"Objective: {metric} ({study.direction.name.lower()}), mean over the seeds of each trial.",
         "",
-        "| " + " | ".join(header[:-1]) + " |",
-        "|" + "---|" * (len(header) - 1),
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
     ]
     for row in rows:
-        cells = row[:-1]
+        cells = [*row[:-1], short_dir(row[-1], out)]
         if best is not None and row[0] == str(best):
             cells = [f"**{c}**" if c else c for c in cells]
         lines.append("| " + " | ".join(cells) + " |")
     (out / "trials.md").write_text("\n".join(lines) + "\n")
     return [out / "trials.csv", out / "trials.md"]
+
+
+def short_dir(path: str, out: Path) -> str:
+    """``trials/0003`` for a trial directory under ``out``; any other path as is."""
+    try:
+        return str(Path(path).relative_to(out)) if path else ""
+    except ValueError:
+        return path
 
 
 def no_importance_reason(study: Any) -> str | None:
@@ -95,6 +109,9 @@ def write_plots(study: Any, out: Path, metric: str) -> list[Path]:
         ax.plot(xs, ys, "o", label="trial")
         ax.step(xs, best, where="post", label="best so far")
         ax.legend()
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # trial numbers: no 0.5 ticks with a few trials
     ax.set_xlabel("trial")
     ax.set_ylabel(metric)
     ax.set_title(f"optimisation history ({len(done)} complete)")
@@ -114,10 +131,11 @@ def write_plots(study: Any, out: Path, metric: str) -> list[Path]:
             ax.set_xlabel("importance (Optuna's default evaluator, sums to 1)")
         except (ValueError, RuntimeError) as exc:
             reason = f"importance undefined: {str(exc)[:80]}"
-    if reason is not None:
-        ax.text(0.5, 0.5, reason, ha="center", va="center", wrap=True)
+    if reason is None:
+        ax.set_title("parameter importance", fontsize=9)
+    else:  # the reason once, in the body
+        ax.text(0.5, 0.5, f"no parameter importance: {reason}", ha="center", va="center", wrap=True)
         ax.set_axis_off()
-    ax.set_title("parameter importance" if reason is None else f"no parameter importance: {reason}", fontsize=9)
     fig.tight_layout()
     fig.savefig(out / "importance.png", dpi=100)
     plt.close(fig)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from pathlib import Path
 from typing import Any
 
 from contrastlab.platform.errors import ConfigError
@@ -65,18 +66,50 @@ def _shown(key: str, value: Any) -> str:
     return f"{_OPTION[key]} {value}"
 
 
-def check_setup(study: Any, record: dict[str, Any], storage: str) -> None:
-    """Store ``record`` in a study that has none; refuse (one line) a study created with a different setup."""
+def compare_setup(study: Any, record: dict[str, Any], storage: str) -> bool:
+    """Refuse (one line) a study created with another setup than ``record``; ``False`` when it has none."""
     stored = study.user_attrs.get(SETUP_ATTR)
     if not isinstance(stored, dict):
-        study.set_user_attr(SETUP_ATTR, record)
-        return
+        return False
     for key in _OPTION:
         if key in stored and stored[key] != record[key]:
             raise ConfigError(
                 f"--study {study.study_name} in {storage}: created with {_shown(key, stored[key])}, this command "
                 f"says {_shown(key, record[key])}; use another --study or --out"
             )
+    return True
+
+
+def check_setup(study: Any, record: dict[str, Any], storage: str) -> None:
+    """Store ``record`` in a study that has none; refuse (one line) a study created with a different setup."""
+    if not compare_setup(study, record, storage):
+        study.set_user_attr(SETUP_ATTR, record)
+
+
+def check_existing(spec: Any, storage: str, name: str) -> None:
+    """When study ``name`` already exists in ``storage``, refuse a command with another direction or setup
+    before anything else is checked (a preset whose data is missing here, say), and without writing: a SQLite
+    file that does not exist yet is not created."""
+    optuna = import_optuna()
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(storage)
+    if parsed.get_backend_name() == "sqlite" and (
+        parsed.database in (None, "", ":memory:") or not Path(parsed.database).is_file()
+    ):
+        return
+    try:
+        study = optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        return
+    check_direction(study, spec.direction, storage)
+    compare_setup(study, setup_record(spec), storage)
+
+
+def check_direction(study: Any, direction: str, storage: str) -> None:
+    """Refuse a study created to optimise in the other direction."""
+    if study.direction.name.lower() != direction:
+        raise ConfigError(f"--study {study.study_name} in {storage} was created to {study.direction.name.lower()}")
 
 
 def open_study(spec: Any, storage: str, name: str, pruner: str) -> Any:
@@ -89,8 +122,7 @@ def open_study(spec: Any, storage: str, name: str, pruner: str) -> Any:
         )
     except ValueError as exc:
         raise ConfigError(f"--study {name}: {exc}") from None
-    if study.direction.name.lower() != spec.direction:
-        raise ConfigError(f"--study {name} in {storage} was created to {study.direction.name.lower()}")
+    check_direction(study, spec.direction, storage)
     check_setup(study, setup_record(spec), storage)
     return study
 
@@ -133,15 +165,17 @@ def finished(study: Any) -> int:
 
 
 class Interruptions(logging.Filter):
-    """Trials stopped by Ctrl-C in one ``optimize`` call. As a filter on Optuna's optimisation logger it drops
-    Optuna's "Trial N failed ... KeyboardInterrupt()" warning (with its traceback) and the "Trial N failed with
-    value None" line that follows, for those trials only."""
+    """Trials stopped by Ctrl-C in one ``optimize`` call (``numbers``), and trials that failed there
+    (``failed``, reported in one line each by ``platform tune`` itself). As a filter on Optuna's optimisation
+    logger it drops Optuna's "Trial N failed ..." warning (with its traceback) and the "Trial N failed with value
+    None" line that follows, for those trials only."""
 
     logger_name = "optuna.study._optimize"
 
     def __init__(self) -> None:
         super().__init__()
         self.numbers: set[int] = set()
+        self.failed: set[int] = set()
 
     def filter(self, record: logging.LogRecord) -> bool:
         """``False`` for Optuna's failure lines about an interrupted trial."""
@@ -149,7 +183,7 @@ class Interruptions(logging.Filter):
         if isinstance(exc, KeyboardInterrupt):
             return False
         message = record.getMessage()
-        return not any(message.startswith(f"Trial {n} failed") for n in self.numbers)
+        return not any(message.startswith(f"Trial {n} failed") for n in self.numbers | self.failed)
 
     def __enter__(self) -> Interruptions:
         logging.getLogger(self.logger_name).addFilter(self)
