@@ -247,3 +247,26 @@ def test_counts_and_plain_compare_output_without_a_terminal(tmp_path, monkeypatc
     text = log.read_text()
     assert [r.status for r in results] == ["completed"], text
     assert "done dcl s1" in text and "grid: " in text and "━" not in text, text
+
+
+def test_help_and_docs_agree_on_outputs_direction_presets_and_options():
+    import re
+
+    from contrastlab.platform.plugins import get_task_plugin
+
+    root = Path(__file__).resolve().parents[2]
+    tune_help = " ".join(CliRunner().invoke(app, ["tune", "--help"], env={"COLUMNS": "200"}).output.split())
+    assert "maximising or minimising as the plugin declares" in tune_help and "best.json" in tune_help
+    gpu_sized = [p for p in ("curl", "simclr", "pu", "recsys", "graph") if get_task_plugin(p).gpu_presets]
+    compare_doc = (root / "docs" / "compare.md").read_text()
+    named = ", ".join(gpu_sized[:-1]) + f" and {gpu_sized[-1]}"
+    assert f"required for {named}" in compare_doc
+    for command in ("tune", "compare"):
+        text = " ".join(CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"}).output.split())
+        assert f"({', '.join(gpu_sized)})" in text, (command, text)
+    compare_help = CliRunner().invoke(app, ["compare", "--help"], env={"COLUMNS": "200"}).output
+    table = "\n".join(line for line in compare_doc.splitlines() if line.startswith("| `--"))
+    options = set(re.findall(r"(--[a-z][a-z-]+)", compare_help)) - {"--help", "--no-shared-fs"}
+    missing = sorted(o for o in options if f"`{o}" not in table and f"/{o}" not in table)
+    ray_options = {"--backend", "--address", "--cpus-per-run", "--gpus-per-run", "--max-retries", "--shared-fs"}
+    assert not [o for o in missing if o not in ray_options], missing  # Ray options: "Beyond one machine"
