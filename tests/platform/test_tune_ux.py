@@ -130,6 +130,7 @@ def test_a_cuda_device_this_machine_lacks_is_refused_before_anything_runs(tmp_pa
          "--search loss.name: the loss is fixed by --loss; run one study per loss", "--set"),
         ([*TINY, "--search", "loss..x=uniform(0.1,0.2)"], "--search 'loss..x=uniform(0.1,0.2)': bad key", "--set"),
         (SEARCH, "--preset is required for platform tune --plugin recsys", "--recipe"),
+        ([*TINY, "--set", "seed=3", *SEARCH], "--set seed: cannot be set here; use --seeds-per-trial", "--seed-list"),
     ],
 )  # fmt: skip
 def test_each_error_names_the_option_that_caused_it(tmp_path, args, message, not_in):

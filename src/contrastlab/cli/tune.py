@@ -81,8 +81,9 @@ def add_tune_commands(app: typer.Typer) -> None:
           --search 'loss.beta=uniform(0.1,2)' --trials 20 --seeds-per-trial 2 --backend ray --address auto --parallel 4
         """
         from contrastlab.experiments import tune as tn
-        from contrastlab.experiments.grid import count, parse_set
+        from contrastlab.experiments.grid import count
         from contrastlab.experiments.plan import require_preset
+        from contrastlab.experiments.tune_search import parse_fixed
         from contrastlab.experiments.tune_study import check_existing
         from contrastlab.experiments.tune_trials import TooManyFailuresError
         from contrastlab.platform.plugins import get_task_plugin
@@ -96,7 +97,7 @@ def add_tune_commands(app: typer.Typer) -> None:
         keys = [p.key for p in params]
         if len(set(keys)) != len(keys):
             raise ConfigError(f"--search: a key is given twice ({', '.join(keys)})")
-        sets = [f"{k}={v}" for k, v in (parse_set(s) for s in set_ or [])]
+        sets = [parse_fixed(s) for s in set_ or []]
         clash = sorted(set(keys) & {s.split("=", 1)[0] for s in sets})
         if clash:
             raise ConfigError(f"--set and --search both give {', '.join(clash)}")

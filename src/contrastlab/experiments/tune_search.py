@@ -91,6 +91,17 @@ def parse_search(spec: str) -> SearchParam:
     return SearchParam(key, m["kind"], (low, high))
 
 
+def parse_fixed(spec: str) -> str:
+    """One ``--set key=value`` of ``platform tune`` as ``key=value`` text: the grid's parser, with tune's own
+    message for the seed and the loss (tune has no ``--seeds``/``--seed-list``)."""
+    key = spec.split("=", 1)[0].strip()
+    if key in _NOT_SEARCHED:
+        hint = "use --seeds-per-trial" if key == "seed" else "the loss is fixed by --loss"
+        raise ConfigError(f"--set {key}: cannot be set here; {hint}")
+    key, value = cmp.parse_set(spec)
+    return f"{key}={value}"
+
+
 def check_storage(url: str) -> None:
     """Refuse a storage URL SQLAlchemy cannot use (syntax, driver, missing SQLite folder) before writing."""
     try:
