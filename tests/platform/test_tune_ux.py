@@ -271,3 +271,16 @@ def test_help_and_docs_agree_on_outputs_direction_presets_and_options():
     missing = sorted(o for o in options if f"`{o}" not in table and f"/{o}" not in table)
     ray_options = {"--backend", "--address", "--cpus-per-run", "--gpus-per-run", "--max-retries", "--shared-fs"}
     assert not [o for o in missing if o not in ray_options], missing  # Ray options: "Beyond one machine"
+
+
+def test_a_user_error_inside_a_trial_is_one_line_without_optunas_traceback(tmp_path, monkeypatch):
+    from contrastlab.experiments import tune as tn
+
+    def refused(*args, **kwargs):
+        raise ConfigError("a worker refused the run")
+
+    monkeypatch.setattr(tn, "train_locally", refused)
+    result, records = invoke([*BASE, *TINY, *SEARCH, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert "error: a worker refused the run" in result.output and "Traceback" not in result.output
+    assert not [r for r in records.lines if "failed" in r], records.lines

@@ -298,6 +298,9 @@ def optimize(study: Any, spec: TuneSpec, trials: int, parallel: int = 1) -> int:
                 interrupted.failed.add(trial.number)  # our line replaces Optuna's warning and traceback
                 lines.failed(trial.number, exc)
                 raise
+            except Exception:  # not caught by Optuna: the CLI reports it (one line for a ContrastlabError/OSError)
+                interrupted.failed.add(trial.number)
+                raise
 
         try:  # no n_trials: `enough` stops the study once `trials` are finished, `lines` after 3 failures in a row
             study.optimize(run, n_jobs=parallel, catch=(TrialFailedError,), callbacks=[enough, lines])
