@@ -284,3 +284,14 @@ def test_a_user_error_inside_a_trial_is_one_line_without_optunas_traceback(tmp_p
     assert result.exit_code == 2, result.output
     assert "error: a worker refused the run" in result.output and "Traceback" not in result.output
     assert not [r for r in records.lines if "failed" in r], records.lines
+
+
+def test_a_storage_file_that_is_not_a_study_database_is_one_line(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "study.db").write_text("not a database\n")
+    result = CliRunner().invoke(app, [*BASE, *TINY, *SEARCH, "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert f"storage sqlite:///{out / 'study.db'}: cannot open it" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert sorted(p.name for p in out.iterdir()) == ["study.db"]

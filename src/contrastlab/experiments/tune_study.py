@@ -102,6 +102,9 @@ def check_existing(spec: Any, storage: str, name: str) -> None:
         study = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
         return
+    except Exception as exc:  # an unreachable database, a file that is not a study database, ...
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"storage {storage}: cannot open it ({first[:200]})") from None
     check_direction(study, spec.direction, storage)
     compare_setup(study, setup_record(spec), storage)
 
