@@ -295,3 +295,13 @@ def test_a_storage_file_that_is_not_a_study_database_is_one_line(tmp_path):
     assert f"storage sqlite:///{out / 'study.db'}: cannot open it" in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
     assert sorted(p.name for p in out.iterdir()) == ["study.db"]
+
+
+def test_parallel_trials_stop_at_exactly_trials(tmp_path, fake_train):
+    fake_train(0)
+    out = tmp_path / "out"
+    args = [*BASE, *TINY, *SEARCH, "--trials", "3", "--parallel", "2", "--pruner", "none", "--out", str(out)]
+    result, _ = invoke(args)
+    assert result.exit_code == 0, result.output
+    study = optuna.load_study(study_name="recsys-dcl", storage=f"sqlite:///{out / 'study.db'}")
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3

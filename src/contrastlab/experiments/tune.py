@@ -271,8 +271,9 @@ def objective(spec: TuneSpec, trial: Any) -> float:
 
 
 def optimize(study: Any, spec: TuneSpec, trials: int, parallel: int = 1) -> int:
-    """Run trials until ``trials`` of the study are COMPLETE or PRUNED (failed trials do not count, so they are
-    replaced); returns how many this call ran. One line per trial start and end on stderr
+    """Run trials until ``trials`` of the study are COMPLETE or PRUNED; returns how many this call ran. Each round
+    runs the missing number of trials (so ``parallel`` workers never start more than needed); failed trials do
+    not count, so the next round replaces them. One line per trial start and end on stderr
     (:mod:`~contrastlab.experiments.tune_trials`); after 3 failed trials in a row the study stops and
     :class:`~contrastlab.experiments.tune_trials.TooManyFailuresError` is raised.
 
@@ -302,8 +303,13 @@ def optimize(study: Any, spec: TuneSpec, trials: int, parallel: int = 1) -> int:
                 interrupted.failed.add(trial.number)
                 raise
 
-        try:  # no n_trials: `enough` stops the study once `trials` are finished, `lines` after 3 failures in a row
-            study.optimize(run, n_jobs=parallel, catch=(TrialFailedError,), callbacks=[enough, lines])
+        try:  # rounds of the missing trials: a failed trial does not count, so the next round replaces it
+            while not lines.gave_up and (todo := trials - finished(study)) > 0:
+                started = len(study.trials)
+                callbacks = [enough, lines]
+                study.optimize(run, n_trials=todo, n_jobs=parallel, catch=(TrialFailedError,), callbacks=callbacks)
+                if len(study.trials) == started:
+                    break  # nothing ran (another worker finished the study)
         except KeyboardInterrupt:
             interrupted.requeue_all(study)
             raise
