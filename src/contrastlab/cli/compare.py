@@ -18,6 +18,7 @@ from contrastlab.cli.common import console, err_console, print_commands, say, sh
 from contrastlab.experiments import grid as cmp
 from contrastlab.experiments import runner
 from contrastlab.experiments.plan import eta_lines, make_plan, make_tuned_plan
+from contrastlab.experiments.ray_cluster import runs
 from contrastlab.platform.errors import ConfigError
 from contrastlab.platform.rundir import check_writable_dir
 
@@ -126,8 +127,9 @@ def check_backend(
     retries: int,
 ) -> dict | None:
     """Validate the backend options before anything runs; the Ray keyword arguments, or ``None`` for local.
-    An unreachable ``--address``, a missing ``ray`` package, or a cluster with fewer GPUs (CPUs) than
-    ``--gpus-per-run`` (``--cpus-per-run``) is a one-line error here (nothing written yet)."""
+    An unreachable ``--address`` (or one where no Ray head answers), a missing ``ray`` package, or a cluster with
+    fewer GPUs (CPUs) than ``--gpus-per-run`` (``--cpus-per-run``) is a one-line error here (nothing written
+    yet)."""
     if backend not in ("local", "ray"):
         raise ConfigError(f"--backend {backend}: choose local or ray")
     if backend == "local":
@@ -140,7 +142,7 @@ def check_backend(
         raise ConfigError(f"--cpus-per-run {cpus:g} --gpus-per-run {gpus:g}: must be ≥ 0 and not both 0")
     if retries < 0:
         raise ConfigError(f"--max-retries {retries}: must be ≥ 0")
-    from contrastlab.experiments.ray_runner import check_address, connect_checked, import_ray
+    from contrastlab.experiments.ray_cluster import check_address, connect_checked, import_ray
 
     import_ray()
     check_address(address)
@@ -223,7 +225,7 @@ def add_compare_commands(app: typer.Typer) -> None:
         counts = {s: states.count(s) for s in ("completed", "resume", "fresh")}
         where = f"{len(slots)} at a time" if ray_opts is None else "on Ray, as many at a time as resources allow"
         err_console.print(
-            f"{plan.title}: preset {plan.preset}, {len(plan.points)} runs → {out_dir}: {counts['completed']} finished "
+            f"{plan.title}: preset {plan.preset}, {runs(len(plan.points))} → {out_dir}: {counts['completed']} finished "
             f"(skipped), {counts['resume']} to resume, {counts['fresh']} new; {where}; "
             f"logs in {out_dir / 'logs'}",
             highlight=False,
@@ -267,7 +269,9 @@ def add_compare_commands(app: typer.Typer) -> None:
         failed = [r for r in results if r.status == "failed"]
         if failed:
             logs = out_dir / "logs"
-            err_console.print(f"{len(failed)} of {len(results)} runs failed; see results.md and {logs}", soft_wrap=True)
+            err_console.print(
+                f"{len(failed)} of {runs(len(results))} failed; see results.md and {logs}", soft_wrap=True
+            )
             raise typer.Exit(1)
 
     @app.command("report")
