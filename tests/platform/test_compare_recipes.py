@@ -202,7 +202,7 @@ def test_toy_without_gpu_presets_keeps_its_default(toy, tmp_path):
     result = CliRunner().invoke(app, ["compare", "--plugin", "toy", "--loss", "toy_plain", "--dry-run",
                                       "--out", str(tmp_path / "a")])
     assert result.exit_code == 0, result.output
-    assert "toy: toy_plain: preset smoke, 1 runs" in result.output and "ETA unknown" in result.output
+    assert "toy: toy_plain: preset smoke, 1 run →" in result.output and "ETA unknown" in result.output
     result = CliRunner().invoke(app, ["compare", "--recipe", str(path), "--dry-run", "--out", str(tmp_path / "b")])
     assert result.exit_code == 0, result.output
     assert "recipe r (toy): preset tiny, 2 runs" in result.output
