@@ -2,7 +2,8 @@
 
 One 2 × 2 recsys grid (two losses × two seeds, tiny synthetic data): a Ray worker is SIGKILLed mid-run, the run is
 retried and the table is complete; a second invocation skips every run. A one-run grid with ``--no-shared-fs``
-checks that run directories are shipped back to the driver. Each grid run is a real ``platform train``.
+checks that run directories are shipped back to the driver. Ctrl-C stops compare and tune and their Ray tasks;
+``--address`` errors are one line within seconds. Each grid run is a real ``platform train``.
 """
 
 from __future__ import annotations
@@ -67,6 +68,25 @@ def cluster(tmp_path_factory):
         head.wait(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(head.pid, signal.SIGKILL)
+
+
+def restore_sigint() -> None:
+    """``preexec_fn``: SIGINT at its default, so that the child's Python raises KeyboardInterrupt on it (a shell
+    without job control starts background jobs, and so maybe this pytest, with SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def train_pids(out: Path) -> list[int]:
+    """Processes whose command line names ``out`` and ``train`` (the runs' ``platform train`` processes)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+        except OSError:
+            continue
+        if b"train" in args and any(str(out).encode() in a for a in args):
+            pids.append(int(entry.name))
+    return pids
 
 
 def compare(out: Path, address: str, *extra: str) -> subprocess.Popen:
@@ -168,3 +188,86 @@ def test_gpus_per_run_on_a_cluster_without_gpus_is_one_line_before_anything_runs
     assert done.returncode == 2, text
     assert f"--gpus-per-run 0.25: the Ray cluster at {cluster} has no GPUs (resources: CPU 2" in text, text
     assert len(text.splitlines()) == 1 and not out.exists()
+
+
+@pytest.mark.parametrize("command", ["compare", "tune"])
+def test_address_where_no_ray_head_answers_is_one_line_within_seconds(tmp_path, command):
+    """An open port that is not a Ray head: ``ray.init`` would retry there for many minutes."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "contrastlab.cli", command, "--plugin", "recsys", "--loss", "dcl", *TINY]
+    cmd += ["--search", "loss.tau_plus=uniform(0.01,0.3)"] if command == "tune" else []
+    with socket.socket() as dummy:
+        dummy.bind(("127.0.0.1", 0))
+        dummy.listen()
+        address = f"127.0.0.1:{dummy.getsockname()[1]}"
+        t0 = time.monotonic()
+        done = subprocess.run([*cmd, "--out", str(out), "--backend", "ray", "--address", address],
+                              capture_output=True, text=True, env=env(), timeout=60)  # fmt: skip
+        seconds = time.monotonic() - t0
+    text = (done.stdout + done.stderr).strip()
+    assert done.returncode == 2, text
+    assert text == (
+        f"error: --address {address}: no Ray cluster answers there (a port is open but it is not a Ray head); "
+        "start one with `ray start --head`"
+    ), text
+    assert seconds < 15, seconds
+    assert not out.exists()
+
+
+def test_address_auto_errors_name_the_cluster_it_found(cluster, tmp_path):
+    """``--address auto`` (here found through RAY_ADDRESS): the message names the real address, not "auto"."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "contrastlab.cli", "compare", "--plugin", "recsys", "--loss", "dcl", *TINY]
+    cmd += ["--out", str(out), "--backend", "ray", "--address", "auto", "--gpus-per-run", "1"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**env(), "RAY_ADDRESS": cluster}, timeout=120)
+    text = (done.stdout + done.stderr).strip()
+    assert done.returncode == 2, text
+    assert f"--gpus-per-run 1: the Ray cluster at {cluster} has no GPUs (resources: CPU 2, memory " in text, text
+    assert "GiB)" in text and len(text.splitlines()) == 1 and not out.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["compare", "tune"])
+def test_ctrl_c_cancels_the_ray_tasks_and_a_rerun_resumes(cluster, tmp_path, command):
+    """SIGINT to the driver once a run trains: exit 130 with one line, and no ``platform train`` of this --out is
+    left (Ray workers are outside the terminal's process group; their tasks must be cancelled). tune runs two
+    trials at a time in threads, which never receive SIGINT themselves."""
+    out = tmp_path / command
+    long = [a.replace("train.epochs=2", "train.epochs=400") for a in TINY]  # ~20 s a run: still training then
+    cmd = [sys.executable, "-m", "contrastlab.cli", command, "--plugin", "recsys", *long, "--out", str(out)]
+    cmd += ["--backend", "ray", "--address", cluster]
+    if command == "compare":
+        cmd += ["--loss", "infonce,dcl"]
+    else:
+        cmd += ["--loss", "dcl", "--search", "loss.tau_plus=uniform(0.01,0.3)", "--trials", "2", "--parallel", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env(),
+                            preexec_fn=restore_sigint)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not list(out.glob("**/metrics.jsonl")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert proc.poll() is None and train_pids(out), f"no run was training: {proc.poll() and proc.stdout.read()}"
+    proc.send_signal(signal.SIGINT)
+    text, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, text
+    lines = text.strip().splitlines()
+    assert sum("interrupted" in ln for ln in lines) == 1 and lines[-1].startswith("interrupted; run the same"), text
+    assert "Traceback" not in text and "done " not in text, text  # no progress after the Ctrl-C
+    time.sleep(3)
+    assert train_pids(out) == [], "a platform train process outlived the Ctrl-C"
+    if command == "compare":
+        again = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, env=env(), timeout=120)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert re.search(r": 0 finished \(skipped\), [12] to resume", again.stderr), again.stderr
+    else:
+        import optuna
+
+        study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
+        states = sorted(t.state.name for t in study.trials)
+        assert states == ["FAIL", "FAIL", "WAITING", "WAITING"], states  # both trials queued again
+        assert "ray: " not in text  # tune does not announce each trial's one-run grid
+
+
+def test_run_counts_are_pluralised() -> None:
+    from contrastlab.experiments.grid import count
+
+    assert [count(n, "run") for n in (0, 1, 2)] == ["0 runs", "1 run", "2 runs"]

@@ -126,8 +126,9 @@ def check_backend(
     retries: int,
 ) -> dict | None:
     """Validate the backend options before anything runs; the Ray keyword arguments, or ``None`` for local.
-    An unreachable ``--address``, a missing ``ray`` package, or a cluster with fewer GPUs (CPUs) than
-    ``--gpus-per-run`` (``--cpus-per-run``) is a one-line error here (nothing written yet)."""
+    An unreachable ``--address`` (or one where no Ray head answers), a missing ``ray`` package, or a cluster with
+    fewer GPUs (CPUs) than ``--gpus-per-run`` (``--cpus-per-run``) is a one-line error here (nothing written
+    yet)."""
     if backend not in ("local", "ray"):
         raise ConfigError(f"--backend {backend}: choose local or ray")
     if backend == "local":
@@ -140,7 +141,7 @@ def check_backend(
         raise ConfigError(f"--cpus-per-run {cpus:g} --gpus-per-run {gpus:g}: must be ≥ 0 and not both 0")
     if retries < 0:
         raise ConfigError(f"--max-retries {retries}: must be ≥ 0")
-    from contrastlab.experiments.ray_runner import check_address, connect_checked, import_ray
+    from contrastlab.experiments.ray_cluster import check_address, connect_checked, import_ray
 
     import_ray()
     check_address(address)

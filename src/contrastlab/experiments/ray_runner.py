@@ -15,6 +15,11 @@ run names, skip-finished, ``--resume`` of unfinished runs and failure records ar
   it directly. Otherwise the task trains into a scratch directory on its node (an unfinished run directory is
   shipped to it first, as a tar archive), and ships the finished run directory and its log back as tar bytes;
   the driver unpacks them into ``OUT``. ``shared_fs=False`` forces the shipping path.
+* **Ctrl-C.** Ray workers are not in the terminal's process group, so Ctrl-C reaches only the driver: it
+  cancels every outstanding task (``ray.cancel(force=True)`` kills the worker, and the worker's death kills its
+  ``platform train`` child) and re-raises :class:`KeyboardInterrupt`. Connecting on the main thread also hooks
+  SIGINT so that grids run from other threads (``platform tune --parallel N``) stop the same way
+  (:mod:`.ray_cluster`, which also checks ``--address`` and the cluster's size before anything is written).
 """
 
 from __future__ import annotations
@@ -28,86 +33,24 @@ import socket
 import tarfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from contrastlab.experiments import runner
-from contrastlab.experiments.grid import GridPoint
-from contrastlab.platform.errors import ConfigError
+from contrastlab.experiments.grid import GridPoint, count
+from contrastlab.experiments.ray_cluster import (  # noqa: F401 - connection helpers, also used from here
+    INSTALL_HINT,
+    check_address,
+    check_resources,
+    connect,
+    connect_checked,
+    import_ray,
+    interruptible,
+)
 
 MARKER = ".ray-driver"
 """File in ``OUT`` whose token tells a Ray task that it sees the driver's ``OUT``."""
-INSTALL_HINT = "the ray backend needs Ray: pip install 'contrastlab[ray]'"
-_CONNECT_LOCK = threading.Lock()  # `platform tune --parallel N` connects from several threads
-
-
-def import_ray() -> Any:
-    """``ray``, or a one-line :class:`ConfigError` saying how to install it."""
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError(INSTALL_HINT) from None
-    return ray
-
-
-def check_address(address: str | None) -> None:
-    """Refuse an unreachable ``HOST:PORT`` within a few seconds (Ray itself would retry for a long time)."""
-    if address in (None, "auto", "local") or address.startswith(("ray://", "anyscale://")):
-        return
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ConfigError(f"--address '{address}': expected auto or HOST:PORT, e.g. --address 10.0.0.5:6379")
-    try:
-        with socket.create_connection((host, int(port)), timeout=3):
-            pass
-    except OSError as exc:
-        raise ConfigError(f"--address {address}: no Ray cluster reachable ({exc.strerror or exc})") from None
-
-
-def connect(address: str | None) -> Any:
-    """Connect to the Ray cluster at ``address`` (``auto``, ``HOST:PORT``), or start a local one when ``None``."""
-    check_address(address)
-    ray = import_ray()
-    with _CONNECT_LOCK:
-        return _connect(ray, address)
-
-
-def _connect(ray: Any, address: str | None) -> Any:
-    if ray.is_initialized():
-        return ray
-    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-    try:
-        if address is None:
-            ray.init(**kwargs)
-        else:
-            ray.init(address=address, **kwargs)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ConfigError(f"--address {address}: cannot connect to Ray ({first[:200]})") from None
-    return ray
-
-
-def check_resources(resources: dict[str, float], address: str | None, cpus: float, gpus: float) -> None:
-    """Refuse a run size the cluster can never schedule (Ray would wait for it forever): ``--gpus-per-run G > 0``
-    with fewer than G GPUs in the whole cluster, or ``--cpus-per-run C`` above its total CPUs. ``resources`` is
-    ``ray.cluster_resources()``."""
-    where = f"the Ray cluster at {address}" if address else "the local Ray instance"
-    have = ", ".join(f"{k} {v:g}" for k, v in sorted(resources.items()) if k in ("CPU", "GPU", "memory")) or "none"
-    total_gpus, total_cpus = float(resources.get("GPU", 0.0)), float(resources.get("CPU", 0.0))
-    if gpus > 0 and total_gpus < gpus:
-        amount = "no GPUs" if total_gpus == 0 else f"only {total_gpus:g} GPU(s)"
-        raise ConfigError(f"--gpus-per-run {gpus:g}: {where} has {amount} (resources: {have})")
-    if cpus > total_cpus:
-        raise ConfigError(f"--cpus-per-run {cpus:g}: {where} has only {total_cpus:g} CPU(s) (resources: {have})")
-
-
-def connect_checked(address: str | None, cpus: float, gpus: float) -> Any:
-    """:func:`connect`, then :func:`check_resources` against the connected cluster."""
-    ray = connect(address)
-    check_resources(dict(ray.cluster_resources()), address, cpus, gpus)
-    return ray
-
 
 def pack(path: Path, arcname: str) -> bytes:
     """``path`` (a file or directory) as gzip'd tar bytes under ``arcname``."""
@@ -235,8 +178,15 @@ def run_grid_ray(
     shared_fs: bool | None = None,
     console: Any = None,
     env: dict[str, str] | None = None,
+    announce: bool = True,
+    settled: Callable[[], bool] | None = None,
 ) -> list[runner.JobResult]:
-    """Run ``points`` on a Ray cluster; same results (and run directories) as :func:`runner.run_grid`."""
+    """Run ``points`` on a Ray cluster; same results (and run directories) as :func:`runner.run_grid`.
+
+    ``announce``: print the "ray: N runs submitted" line (``platform tune`` runs one grid per trial and does not).
+    ``settled``: see :func:`.ray_cluster.interruptible`.
+    Ctrl-C (:class:`KeyboardInterrupt` here, or the SIGINT hook's signal when this runs outside the main thread)
+    cancels every outstanding task, prints nothing more, and raises :class:`KeyboardInterrupt`."""
     from rich.console import Console
 
     ray = connect_checked(address, cpus_per_run, gpus_per_run)
@@ -249,51 +199,73 @@ def run_grid_ray(
     )
     results: dict[int, runner.JobResult] = {}
     refs: dict[Any, tuple[int, float]] = {}
-    for i, p in enumerate(points):
-        run_dir = p.run_dir(out)
-        state = runner.run_state(run_dir)
-        if state == "completed":
-            results[i] = runner.JobResult(p, run_dir, "skipped")
-            continue
-        runner.clear_failure(run_dir)
-        shipped = pack(run_dir, run_dir.name) if state == "resume" else None
-        ref = task.remote(p, str(out), token, shipped, gpus_per_run > 0, shared_fs, dict(env or {}))
-        refs[ref] = (i, time.monotonic())
-    total, skipped = len(points), len(results)
-    console.print(
-        f"ray: {len(refs)} runs submitted ({skipped} finished, skipped), {cpus_per_run:g} CPU / "
-        f"{gpus_per_run:g} GPU each, up to {max_retries} retries",
-        highlight=False,
-        soft_wrap=True,
-    )
     try:
-        while refs:
-            ready, _ = ray.wait(list(refs), num_returns=1, timeout=30.0)
-            for ref in ready:
-                i, t0 = refs.pop(ref)
-                p, run_dir = points[i], points[i].run_dir(out)
-                try:
-                    value = ray.get(ref)
-                except Exception as exc:  # the task failed after its retries (process failure or lost worker)
-                    err, shipped = _failure_text(exc)
-                    land(p, out, shipped)
-                    runner.record_failure(p, out, err)
-                    results[i] = runner.JobResult(p, run_dir, "failed", err, time.monotonic() - t0)
-                    console.print(f"failed {p.label} s{p.seed}: {err}", highlight=False, soft_wrap=True)
-                    continue
-                land(p, out, value["shipped"])
-                results[i] = runner.JobResult(p, run_dir, "completed", None, float(value["seconds"]))
-                console.print(
-                    f"done {p.label} s{p.seed} ({value['seconds']:.0f} s on {value['host']}); {len(results)}/{total}",
-                    highlight=False,
-                    soft_wrap=True,
-                )
-    except KeyboardInterrupt:
-        for ref, (i, t0) in refs.items():
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
-            results[i] = runner.JobResult(points[i], points[i].run_dir(out), "interrupted", None, time.monotonic() - t0)
-        raise
+        with interruptible(settled) as stop:
+            try:
+                for i, p in enumerate(points):
+                    if stop is not None and stop.is_set():
+                        raise KeyboardInterrupt
+                    run_dir = p.run_dir(out)
+                    state = runner.run_state(run_dir)
+                    if state == "completed":
+                        results[i] = runner.JobResult(p, run_dir, "skipped")
+                        continue
+                    runner.clear_failure(run_dir)
+                    shipped = pack(run_dir, run_dir.name) if state == "resume" else None
+                    ref = task.remote(p, str(out), token, shipped, gpus_per_run > 0, shared_fs, dict(env or {}))
+                    refs[ref] = (i, time.monotonic())
+                if announce:
+                    console.print(
+                        f"ray: {count(len(refs), 'run')} submitted ({len(results)} finished, skipped), "
+                        f"{cpus_per_run:g} CPU / {gpus_per_run:g} GPU each, up to {max_retries} retries",
+                        highlight=False,
+                        soft_wrap=True,
+                    )
+                _collect(ray, refs, results, points, out, console, stop)
+            except KeyboardInterrupt:
+                for ref in refs:
+                    with contextlib.suppress(Exception):
+                        ray.cancel(ref, force=True)  # kills the worker; its `platform train` child dies with it
+                raise
     finally:
         (out / MARKER).unlink(missing_ok=True)
     return [results[i] for i in sorted(results)]
+
+
+def _collect(
+    ray: Any,
+    refs: dict[Any, tuple[int, float]],
+    results: dict[int, runner.JobResult],
+    points: Sequence[GridPoint],
+    out: Path,
+    console: Any,
+    stop: threading.Event | None,
+) -> None:
+    """Wait for the tasks in ``refs`` (removing each as it ends), recording and printing each result; raise
+    :class:`KeyboardInterrupt` as soon as ``stop`` is set."""
+    total = len(points)
+    while refs:
+        ready, _ = ray.wait(list(refs), num_returns=1, timeout=0.5)
+        for ref in ready:
+            if stop is not None and stop.is_set():
+                raise KeyboardInterrupt
+            i, t0 = refs.pop(ref)
+            p, run_dir = points[i], points[i].run_dir(out)
+            try:
+                value = ray.get(ref)
+            except Exception as exc:  # the task failed after its retries (process failure or lost worker)
+                err, shipped = _failure_text(exc)
+                land(p, out, shipped)
+                runner.record_failure(p, out, err)
+                results[i] = runner.JobResult(p, run_dir, "failed", err, time.monotonic() - t0)
+                console.print(f"failed {p.label} s{p.seed}: {err}", highlight=False, soft_wrap=True)
+                continue
+            land(p, out, value["shipped"])
+            results[i] = runner.JobResult(p, run_dir, "completed", None, float(value["seconds"]))
+            console.print(
+                f"done {p.label} s{p.seed} ({value['seconds']:.0f} s on {value['host']}); {len(results)}/{total}",
+                highlight=False,
+                soft_wrap=True,
+            )
+        if stop is not None and stop.is_set():
+            raise KeyboardInterrupt

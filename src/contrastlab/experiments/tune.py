@@ -258,7 +258,10 @@ def objective(spec: TuneSpec, trial: Any) -> float:
     if spec.ray is not None:
         from contrastlab.experiments.ray_runner import run_grid_ray
 
-        results = run_grid_ray(points, trial_out, **spec.ray)
+        def told() -> bool:  # Ctrl-C: Optuna has recorded this trial (the main thread then re-queues it)
+            return trial.study._storage.get_trial(trial._trial_id).state.name != "RUNNING"
+
+        results = run_grid_ray(points, trial_out, announce=False, settled=told, **spec.ray)
         failed = [r for r in results if r.status == "failed"]
         if failed:
             raise TrialFailedError(failed[0].error or "run failed")

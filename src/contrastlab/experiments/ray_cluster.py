@@ -1,0 +1,201 @@
+"""Connecting to Ray for the Ray backend (:mod:`.ray_runner`), checked before anything is written.
+
+* :func:`check_address` refuses, within a few seconds and in one line, a ``HOST:PORT`` where nothing listens or
+  where something listens that is not a Ray head (``ray.init`` would retry there for many minutes).
+* :func:`connect_checked` connects and refuses a run size the cluster can never schedule, naming the cluster's
+  real address also for ``--address auto``.
+* :func:`hook_interrupts` and :func:`interruptible` make Ctrl-C stop grids that run outside the main thread
+  (``platform tune --parallel N``): only the main thread receives SIGINT.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from contrastlab.platform.errors import ConfigError
+
+INSTALL_HINT = "the ray backend needs Ray: pip install 'contrastlab[ray]'"
+PROBE_TIMEOUT = 3.0
+"""Seconds a ``HOST:PORT`` has to answer as a Ray head (GCS) before ``--address`` is refused."""
+_CONNECT_LOCK = threading.Lock()  # `platform tune --parallel N` connects from several threads
+_INTERRUPTED = threading.Event()  # set by the SIGINT hook: grids running in other threads stop
+_ACTIVE = threading.Condition()  # guards _ACTIVE_RUNS, the grids running outside the main thread
+_ACTIVE_RUNS = [0]
+_SETTLING: list[Callable[[], bool]] = []  # interrupted grids' `settled` checks, guarded by _ACTIVE
+_WIND_DOWN = 15.0  # seconds the SIGINT hook waits for those grids to cancel their tasks (and settle)
+
+
+def import_ray() -> Any:
+    """``ray``, or a one-line :class:`ConfigError` saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(INSTALL_HINT) from None
+    return ray
+
+
+def check_address(address: str | None) -> None:
+    """Refuse an unreachable ``HOST:PORT`` within a few seconds (Ray itself would retry for a long time)."""
+    if address in (None, "auto", "local") or address.startswith(("ray://", "anyscale://")):
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--address '{address}': expected auto or HOST:PORT, e.g. --address 10.0.0.5:6379")
+    try:
+        with socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"--address {address}: no Ray cluster reachable ({exc.strerror or exc})") from None
+    if not answers_as_ray_head(address):
+        raise ConfigError(
+            f"--address {address}: no Ray cluster answers there (a port is open but it is not a Ray head); "
+            "start one with `ray start --head`"
+        )
+
+
+def answers_as_ray_head(address: str, timeout: float = PROBE_TIMEOUT) -> bool:
+    """Whether the GCS of a Ray head answers at ``address`` within ``timeout`` seconds (one gRPC call).
+
+    ``ray.init`` at an open port that is not a Ray head retries for many minutes, printing warnings. A refused
+    call (authentication) still comes from a Ray head; ``True`` too when the probe cannot be made (Ray's
+    generated gRPC code moved), leaving the answer to ``ray.init``."""
+    try:
+        import grpc
+        from ray._private.gcs_utils import create_gcs_channel
+        from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+    except ImportError:  # pragma: no cover - another Ray layout
+        return True
+    channel = create_gcs_channel(address)
+    try:
+        stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+        stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=timeout)
+    except grpc.RpcError as exc:
+        code = exc.code() if callable(getattr(exc, "code", None)) else None
+        return code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+    finally:
+        channel.close()
+    return True
+
+
+def connect(address: str | None) -> Any:
+    """Connect to the Ray cluster at ``address`` (``auto``, ``HOST:PORT``), or start a local one when ``None``.
+    On the main thread it also installs the SIGINT hook (:func:`hook_interrupts`)."""
+    check_address(address)
+    ray = import_ray()
+    with _CONNECT_LOCK:
+        ray = _connect(ray, address)
+    hook_interrupts()
+    return ray
+
+
+def hook_interrupts() -> None:
+    """On the main thread, chain a SIGINT handler that first tells the grids running in other threads to cancel
+    their tasks (waiting up to 15 s for them to end and for their ``settled`` checks, see :func:`interruptible`),
+    then does what the previous handler did (Python's raises
+    :class:`KeyboardInterrupt`). Those threads never receive Ctrl-C themselves; without this, ``platform tune
+    --parallel N`` would wait for their Ray tasks to finish. A no-op elsewhere, when SIGINT is ignored, or when the
+    hook is already installed (it then only forgets an earlier Ctrl-C)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    _INTERRUPTED.clear()
+    if previous in (signal.SIG_IGN, None) or getattr(previous, "stops_ray_grids", False):
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        _INTERRUPTED.set()
+        deadline = time.monotonic() + _WIND_DOWN
+        with _ACTIVE:
+            while time.monotonic() < deadline and (_ACTIVE_RUNS[0] or not all(_ran(s) for s in _SETTLING)):
+                _ACTIVE.wait(0.05)
+            _SETTLING.clear()
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            raise KeyboardInterrupt
+
+    on_sigint.stops_ray_grids = True  # type: ignore[attr-defined]
+    signal.signal(signal.SIGINT, on_sigint)
+
+
+def _connect(ray: Any, address: str | None) -> Any:
+    if ray.is_initialized():
+        return ray
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    try:
+        if address is None:
+            ray.init(**kwargs)
+        else:
+            ray.init(address=address, **kwargs)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"--address {address}: cannot connect to Ray ({first[:200]})") from None
+    return ray
+
+
+def check_resources(resources: dict[str, float], address: str | None, cpus: float, gpus: float) -> None:
+    """Refuse a run size the cluster can never schedule (Ray would wait for it forever): ``--gpus-per-run G > 0``
+    with fewer than G GPUs in the whole cluster, or ``--cpus-per-run C`` above its total CPUs. ``resources`` is
+    ``ray.cluster_resources()``; ``address`` the cluster's real address (not ``auto``)."""
+    where = f"the Ray cluster at {address}" if address else "the local Ray instance"
+    shown = {"CPU": "CPU {:g}", "GPU": "GPU {:g}", "memory": "memory {:.1f} GiB"}
+    have = ", ".join(shown[k].format(v / (2**30 if k == "memory" else 1)) for k, v in sorted(resources.items())
+                     if k in shown) or "none"
+    total_gpus, total_cpus = float(resources.get("GPU", 0.0)), float(resources.get("CPU", 0.0))
+    if gpus > 0 and total_gpus < gpus:
+        amount = "no GPUs" if total_gpus == 0 else f"only {total_gpus:g} GPU(s)"
+        raise ConfigError(f"--gpus-per-run {gpus:g}: {where} has {amount} (resources: {have})")
+    if cpus > total_cpus:
+        raise ConfigError(f"--cpus-per-run {cpus:g}: {where} has only {total_cpus:g} CPU(s) (resources: {have})")
+
+
+def connect_checked(address: str | None, cpus: float, gpus: float) -> Any:
+    """:func:`connect`, then :func:`check_resources` against the connected cluster."""
+    ray = connect(address)
+    check_resources(dict(ray.cluster_resources()), real_address(ray, address), cpus, gpus)
+    return ray
+
+
+def real_address(ray: Any, address: str | None) -> str | None:
+    """``address``, or for ``auto`` the GCS address of the cluster it found (what error messages name)."""
+    if address != "auto":
+        return address
+    try:
+        return str(ray.get_runtime_context().gcs_address) or address
+    except Exception:  # pragma: no cover - older Ray without RuntimeContext.gcs_address
+        return address
+
+
+def _ran(check: Callable[[], bool]) -> bool:
+    try:
+        return bool(check())
+    except Exception:  # a check that cannot tell does not hold Ctrl-C up
+        return True
+
+
+@contextlib.contextmanager
+def interruptible(settled: Callable[[], bool] | None = None) -> Iterator[threading.Event | None]:
+    """Around one grid: outside the main thread, yields the event the SIGINT hook sets (the grid must then cancel
+    its tasks and raise :class:`KeyboardInterrupt`) and lets the hook wait for this grid to end, and after an
+    interrupt also until ``settled()`` is true (``platform tune``: until Optuna has recorded the interrupted trial,
+    so that the main thread re-queues it after that). On the main thread, where Ctrl-C raises
+    :class:`KeyboardInterrupt` directly, yields ``None``."""
+    if threading.current_thread() is threading.main_thread():
+        yield None
+        return
+    with _ACTIVE:
+        _ACTIVE_RUNS[0] += 1
+    try:
+        yield _INTERRUPTED
+    finally:
+        with _ACTIVE:
+            _ACTIVE_RUNS[0] -= 1
+            if settled is not None and _INTERRUPTED.is_set():
+                _SETTLING.append(settled)
+            _ACTIVE.notify_all()
