@@ -322,3 +322,67 @@ def test_ray_resources_check_refuses_runs_the_cluster_cannot_fit():
         check_resources(cpu_only, "auto", 4, 0)
     check_resources(cpu_only, "auto", 2, 0)
     check_resources({"CPU": 2.0, "GPU": 1.0}, "auto", 1, 0.25)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_with_parallel_local_trials_stops_and_requeues_every_running_trial(tmp_path, monkeypatch):
+    """--parallel 2: Ctrl-C reaches only the main thread; both trials' processes stop, both trials end FAIL with
+    their parameters queued, and Optuna logs nothing about them."""
+    import threading
+
+    from contrastlab.experiments import runner
+    from contrastlab.experiments import tune as tn
+
+    script = tmp_path / "slow_train.py"
+    script.write_text(SLOW_TRAIN)
+    monkeypatch.setattr(runner, "platform_base_command", lambda: [sys.executable, str(script)])
+    spec = fake_spec(tmp_path / "out")
+    spec.seeds, spec.poll = [1], 0.1
+    study = optuna.create_study(direction="maximize", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    pid_files = [tmp_path / "out" / "trials" / f"{n:04d}" / "runs" / "pid" for n in (0, 1)]
+
+    def interrupt_when_both_run() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(p.is_file() for p in pid_files):
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    previous = signal.getsignal(signal.SIGINT)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logging.getLogger("optuna").addHandler(handler)
+    threading.Thread(target=interrupt_when_both_run, daemon=True).start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            tn.optimize(study, spec, trials=2, parallel=2)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        logging.getLogger("optuna").removeHandler(handler)
+    states = sorted(t.state.name for t in study.get_trials(deepcopy=False))
+    assert states == ["FAIL", "FAIL", "WAITING", "WAITING"], states
+    assert not [r for r in records if r.levelno >= logging.WARNING], [r.getMessage() for r in records]
+    for pid_file in pid_files:
+        assert wait_dead(int(pid_file.read_text()), 12)
+
+
+def test_ctrl_c_after_a_completed_trial_still_writes_best(tmp_path, monkeypatch):
+    from contrastlab.experiments import tune as tn
+
+    calls = []
+
+    def first_completes(spec, point, trial_out, trial, prune, settled=None):
+        calls.append(trial.number)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        run_dir = point.run_dir(trial_out)
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.yaml").write_text("loss:\n  name: dcl\n")
+        return 0.5
+
+    monkeypatch.setattr(tn, "train_locally", first_completes)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [*BASE, "--trials", "3", "--pruner", "none", "--out", str(out)])
+    assert result.exit_code == 130, result.output
+    assert json.loads((out / "best.json").read_text())["trial"] == 0
+    assert (out / "best.yaml").read_text().startswith("# best trial 0: value 0.5")

@@ -305,3 +305,51 @@ def test_parallel_trials_stop_at_exactly_trials(tmp_path, fake_train):
     assert result.exit_code == 0, result.output
     study = optuna.load_study(study_name="recsys-dcl", storage=f"sqlite:///{out / 'study.db'}")
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+
+
+def test_compare_tuned_refuses_studies_tuned_with_different_sets(tmp_path):
+    from contrastlab.experiments.plan import make_tuned_plan
+
+    dirs = make_tuned(tmp_path)
+    record = json.loads((dirs[1] / "best.json").read_text())
+    record["sets"] = ["loss.beta=1.0"]  # a loss's own key may differ between studies
+    (dirs[1] / "best.json").write_text(json.dumps(record))
+    assert len(make_tuned_plan(dirs, 1, None, []).points) == 2
+    record["sets"] = ["train.epochs=60"]  # a shared key may not: the comparison would not be like with like
+    (dirs[1] / "best.json").write_text(json.dumps(record))
+    with pytest.raises(ConfigError, match=r"tuned with different --set values .*train\.epochs=60.*like with like"):
+        make_tuned_plan(dirs, 1, None, [])
+
+
+def test_device_on_the_ray_backend_is_refused_in_one_line(tmp_path):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [*BASE, *TINY, *SEARCH, "--backend", "ray", "--device", "cuda", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "--device cuda: on the Ray backend a run trains on a GPU when it gets one" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_parallel_local_runs_split_the_cores(tmp_path, monkeypatch):
+    from contrastlab.experiments import tune as tn
+
+    seen: list[str] = []
+
+    class StopError(Exception):
+        pass
+
+    def popen(cmd, env, **kwargs):
+        seen.append(env["OMP_NUM_THREADS"])
+        raise StopError
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(tn.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(tn.subprocess, "Popen", popen)
+    from types import SimpleNamespace
+
+    plugin = SimpleNamespace(name="fake", primary_metric="eval/score", higher_is_better=True)
+    spec = tn.TuneSpec(plugin, "dcl", "smoke", [], [tn.parse_search("loss.tau_plus=uniform(0.01,0.3)")], [1], tmp_path)
+    spec.parallel = 4
+    (point,) = spec.points({"loss.tau_plus": "0.1"})
+    with pytest.raises(StopError):
+        tn.train_locally(spec, point, tmp_path / "t", optuna.create_study().ask(), prune=False)
+    assert seen == ["2"]

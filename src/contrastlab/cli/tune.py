@@ -102,6 +102,11 @@ def add_tune_commands(app: typer.Typer) -> None:
         if clash:
             raise ConfigError(f"--set and --search both give {', '.join(clash)}")
         ray_opts = check_backend(backend, address, None, None, cpus_per_run, gpus_per_run, max_retries)
+        if ray_opts is not None and device is not None:
+            raise ConfigError(
+                f"--device {device}: on the Ray backend a run trains on a GPU when it gets one (--gpus-per-run > 0) "
+                "and on the CPU otherwise; drop --device"
+            )
         task = get_task_plugin(plugin)
         chosen = require_preset(task, preset, "tune")
         out_dir = (out or Path("tune") / f"{task.name}-{loss}").resolve()
@@ -137,6 +142,7 @@ def add_tune_commands(app: typer.Typer) -> None:
         except TooManyFailuresError as exc:
             gave_up = exc
         except KeyboardInterrupt:
+            tn.write_best(the_study, spec)  # the best trial so far, for `compare --tuned`
             err_console.print("interrupted; run the same command again to resume the study", soft_wrap=True)
             raise typer.Exit(130) from None
         finally:

@@ -165,6 +165,12 @@ def make_tuned_plan(
     kinds = {(r["plugin"], r["preset"]) for r in records}
     if len(kinds) != 1:
         raise ConfigError(f"--tuned: the studies differ in plugin/preset ({sorted(kinds)}); compare like with like")
+    shared = {d: sorted(s for s in r.get("sets", []) if not s.startswith("loss."))
+              for d, r in zip(dirs, records, strict=True)}
+    if len({tuple(v) for v in shared.values()}) > 1:  # loss.* keys may differ: each loss has its own
+        shown = "; ".join(f"{d}: {' '.join(v) or 'none'}" for d, v in shared.items())
+        raise ConfigError(f"--tuned: the studies were tuned with different --set values ({shown}); "
+                          "compare like with like")
     losses = [r["loss"] for r in records]
     if len(set(losses)) != len(losses):
         raise ConfigError(f"--tuned: a loss appears twice ({', '.join(losses)})")

@@ -183,7 +183,8 @@ def run_grid_ray(
 ) -> list[runner.JobResult]:
     """Run ``points`` on a Ray cluster; same results (and run directories) as :func:`runner.run_grid`.
 
-    ``announce``: print the "ray: N runs submitted" line (``platform tune`` runs one grid per trial and does not).
+    ``announce``: print the "ray: N runs submitted" line and a line per finished run (``platform tune`` runs one
+    grid per trial and prints its own line per trial instead).
     ``settled``: see :func:`.ray_cluster.interruptible`.
     Ctrl-C (:class:`KeyboardInterrupt` here, or the SIGINT hook's signal when this runs outside the main thread)
     cancels every outstanding task, prints nothing more, and raises :class:`KeyboardInterrupt`."""
@@ -221,7 +222,7 @@ def run_grid_ray(
                         highlight=False,
                         soft_wrap=True,
                     )
-                _collect(ray, refs, results, points, out, console, stop)
+                _collect(ray, refs, results, points, out, console if announce else None, stop)
             except KeyboardInterrupt:
                 for ref in refs:
                     with contextlib.suppress(Exception):
@@ -241,8 +242,8 @@ def _collect(
     console: Any,
     stop: threading.Event | None,
 ) -> None:
-    """Wait for the tasks in ``refs`` (removing each as it ends), recording and printing each result; raise
-    :class:`KeyboardInterrupt` as soon as ``stop`` is set."""
+    """Wait for the tasks in ``refs`` (removing each as it ends), recording each result and printing it when a
+    ``console`` is given; raise :class:`KeyboardInterrupt` as soon as ``stop`` is set."""
     total = len(points)
     while refs:
         ready, _ = ray.wait(list(refs), num_returns=1, timeout=0.5)
@@ -258,14 +259,16 @@ def _collect(
                 land(p, out, shipped)
                 runner.record_failure(p, out, err)
                 results[i] = runner.JobResult(p, run_dir, "failed", err, time.monotonic() - t0)
-                console.print(f"failed {p.label} s{p.seed}: {err}", highlight=False, soft_wrap=True)
+                if console is not None:
+                    console.print(f"failed {p.label} s{p.seed}: {err}", highlight=False, soft_wrap=True)
                 continue
             land(p, out, value["shipped"])
             results[i] = runner.JobResult(p, run_dir, "completed", None, float(value["seconds"]))
-            console.print(
-                f"done {p.label} s{p.seed} ({value['seconds']:.0f} s on {value['host']}); {len(results)}/{total}",
-                highlight=False,
-                soft_wrap=True,
-            )
+            if console is not None:
+                console.print(
+                    f"done {p.label} s{p.seed} ({value['seconds']:.0f} s on {value['host']}); {len(results)}/{total}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
         if stop is not None and stop.is_set():
             raise KeyboardInterrupt

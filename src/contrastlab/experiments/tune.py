@@ -88,6 +88,8 @@ class TuneSpec:
     """Ray options (``address``, ``cpus_per_run``, ...) or ``None`` for local processes."""
     poll: float = 0.5
     """Seconds between reads of ``metrics.jsonl`` for pruning."""
+    parallel: int = 1
+    """Trials at a time in this worker (each local run then gets ``OMP_NUM_THREADS = cores / parallel``)."""
     prune_on: str | None = None
     """Metric tag whose curve is reported for pruning (default: the primary metric; simclr: ``eval/knn_top1``,
     since its primary ``eval/linear_top1`` is only measured at the end). Same direction as the objective."""
@@ -181,8 +183,15 @@ def _metric(run_dir: Path, primary: str) -> float:
     return float(value)
 
 
-def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: Any, prune: bool) -> float:
-    """Run one seed as a ``platform train`` process; with ``prune``, report its curve to ``trial`` while it runs."""
+def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: Any, prune: bool,
+                  settled: Any = None) -> float:
+    """Run one seed as a ``platform train`` process; with ``prune``, report its curve to ``trial`` while it runs.
+
+    With ``--parallel N`` this runs in one of Optuna's worker threads, which never receive Ctrl-C: the SIGINT hook
+    (:func:`~contrastlab.experiments.ray_cluster.interruptible`) tells it to stop its process and raise
+    :class:`KeyboardInterrupt`, and waits until ``settled()`` (Optuna has recorded the trial)."""
+    from contrastlab.experiments.ray_cluster import interruptible
+
     optuna = import_optuna()
     run_dir, primary = point.run_dir(trial_out), spec.plugin.primary_metric
     curve = spec.prune_on or primary
@@ -190,6 +199,7 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
     log.parent.mkdir(parents=True, exist_ok=True)
     cmd = runner.train_command(point, trial_out, spec.device, runner.platform_base_command())
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // spec.parallel)))  # as compare --jobs
     reported: set[int] = set()
     say(start_line(trial.number, dict(point.grid), point.seed, spec.seeds))
 
@@ -204,15 +214,18 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
         fh.write(f"$ {' '.join(cmd)}\n")
         fh.flush()
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, preexec_fn=runner.die_with_parent())
-        try:
-            while proc.poll() is None:
-                if prune and report():
-                    proc.terminate()
-                    proc.wait(timeout=60)
-                    raise optuna.TrialPruned(f"pruned at step {max(reported)}")
-                time.sleep(spec.poll)
-        finally:
-            stop(proc)
+        with interruptible(settled) as interrupted:
+            try:
+                while proc.poll() is None:
+                    if interrupted is not None and interrupted.is_set():
+                        raise KeyboardInterrupt  # Ctrl-C reached the main thread (the hook waits for us)
+                    if prune and report():
+                        proc.terminate()
+                        proc.wait(timeout=60)
+                        raise optuna.TrialPruned(f"pruned at step {max(reported)}")
+                    time.sleep(spec.poll)
+            finally:
+                stop(proc)
     if proc.returncode in (-signal.SIGINT, 130) or runner.RunDir(run_dir).info().get("status") == "interrupted":
         raise KeyboardInterrupt  # Ctrl-C reached the run (the terminal signals the whole process group)
     if proc.returncode != 0 or runner.run_state(run_dir) != "completed":
@@ -243,6 +256,11 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def recorded(trial: Any) -> bool:
+    """Whether Optuna has recorded ``trial``'s end (after Ctrl-C the main thread re-queues it only then)."""
+    return trial.study._storage.get_trial(trial._trial_id).state.name != "RUNNING"
+
+
 def objective(spec: TuneSpec, trial: Any) -> float:
     """Sample the search space, train every seed, and return the mean primary metric."""
     values = {p.key: p.suggest(trial) for p in spec.params}
@@ -258,16 +276,16 @@ def objective(spec: TuneSpec, trial: Any) -> float:
     if spec.ray is not None:
         from contrastlab.experiments.ray_runner import run_grid_ray
 
-        def told() -> bool:  # Ctrl-C: Optuna has recorded this trial (the main thread then re-queues it)
-            return trial.study._storage.get_trial(trial._trial_id).state.name != "RUNNING"
-
-        results = run_grid_ray(points, trial_out, announce=False, settled=told, **spec.ray)
+        results = run_grid_ray(points, trial_out, announce=False, settled=lambda: recorded(trial), **spec.ray)
         failed = [r for r in results if r.status == "failed"]
         if failed:
-            raise TrialFailedError(failed[0].error or "run failed")
+            p = failed[0].point
+            raise TrialFailedError(failed[0].error or "run failed", trial_out / "logs" / p.plugin / p.loss /
+                                   f"{p.run_name}.log")
         scores = [_metric(p.run_dir(trial_out), spec.plugin.primary_metric) for p in points]
     else:
-        scores = [train_locally(spec, p, trial_out, trial, prune=i == 0) for i, p in enumerate(points)]
+        scores = [train_locally(spec, p, trial_out, trial, prune=i == 0, settled=lambda: recorded(trial))
+                  for i, p in enumerate(points)]
     trial.set_user_attr("run_dirs", [str(p.run_dir(trial_out)) for p in points])
     trial.set_user_attr("seed_values", scores)
     return sum(scores) / len(scores)
@@ -282,10 +300,14 @@ def optimize(study: Any, spec: TuneSpec, trials: int, parallel: int = 1) -> int:
 
     On KeyboardInterrupt the interrupted trials' parameters are queued again (they run first when the study is
     resumed), without Optuna's warning and traceback about them, and the KeyboardInterrupt is re-raised."""
+    from contrastlab.experiments.ray_cluster import hook_interrupts
+
     optuna = import_optuna()
     recover_stale(study)
     if trials - finished(study) <= 0:
         return 0
+    spec.parallel = parallel
+    hook_interrupts()  # Ctrl-C also stops the trials running in Optuna's worker threads (--parallel N)
     states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
     enough = optuna.study.MaxTrialsCallback(trials, states=states)
     lines = TrialLines(spec.plugin.primary_metric)

@@ -5,6 +5,7 @@ figure saying why there is none). Sampled floats are shown with 4 significant di
 from __future__ import annotations
 
 import csv
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,8 @@ def write_plots(study: Any, out: Path, metric: str) -> list[Path]:
     if reason is None:
         ax.set_title("parameter importance", fontsize=9)
     else:  # the reason once, in the body
-        ax.text(0.5, 0.5, f"no parameter importance: {reason}", ha="center", va="center", wrap=True)
+        text = textwrap.fill(f"no parameter importance: {reason}", width=48)  # matplotlib's wrap= overflows
+        ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=9)
         ax.set_axis_off()
     fig.tight_layout()
     fig.savefig(out / "importance.png", dpi=100)
