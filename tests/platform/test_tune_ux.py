@@ -200,6 +200,7 @@ def test_trials_tables_show_queued_params_and_the_directory(tmp_path):
     md = (tmp_path / "trials.md").read_text()
     assert "| trial | state | value | loss.tau_plus | seconds | dir |" in md
     assert "trials/0000" in md and "| 1 | WAITING |  | 0.1235 |" in md, md
+    assert "| **0.500000** |" in md, md  # values with 6 significant digits, trailing zeros kept (aligned)
 
 
 def test_history_has_integer_trial_ticks_and_importance_says_why_once(tmp_path, monkeypatch):

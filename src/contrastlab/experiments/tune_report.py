@@ -31,7 +31,7 @@ def trial_rows(study: Any) -> tuple[list[str], list[list[str]]]:
             [
                 str(t.number),
                 t.state.name,
-                "" if t.value is None else f"{t.value:.6g}",
+                "" if t.value is None else f"{t.value:#.6g}",
                 *(
                     f"{params[k]:.4g}" if isinstance(params.get(k), float) else str(params.get(k, ""))
                     for k in keys
