@@ -67,16 +67,6 @@ HELP = {
 """Help text of every option (each with an example)."""
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
 def acquire_lock(out: Path) -> Path:
     """Refuse to run two ``platform compare`` in the same ``OUT`` at once; returns the lock file."""
     lock = out / LOCK_FILE
@@ -85,7 +75,7 @@ def acquire_lock(out: Path) -> Path:
             pid = int(lock.read_text().strip())
         except ValueError:
             pid = -1
-        if pid > 0 and pid != os.getpid() and _pid_alive(pid):
+        if pid > 0 and pid != os.getpid() and runner.pid_alive(pid):
             raise ConfigError(f"--out {out}: another platform compare (pid {pid}) is running there")
     out.mkdir(parents=True, exist_ok=True)
     lock.write_text(str(os.getpid()))

@@ -199,6 +199,10 @@ class GridPoint:
         """``OUT/runs/<plugin>/<loss>/<run_name>`` (the layout ``platform train --run-name`` creates)."""
         return RunDir.location(Path(out) / "runs", self.plugin, self.loss, self.run_name).path
 
+    def log_path(self, out: Path) -> Path:
+        """``OUT/logs/<plugin>/<loss>/<run_name>.log``: the run's console output (local and Ray backends)."""
+        return Path(out) / "logs" / self.plugin / self.loss / f"{self.run_name}.log"
+
 
 def loss_hparam_names(loss: str) -> set[str]:
     """Hyperparameter names of a registered loss (unknown loss names raise with the valid ones)."""

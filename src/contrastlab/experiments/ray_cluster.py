@@ -4,32 +4,23 @@
   where something listens that is not a Ray head (``ray.init`` would retry there for many minutes).
 * :func:`connect_checked` connects and refuses a run size the cluster can never schedule, naming the cluster's
   real address also for ``--address auto``.
-* :func:`hook_interrupts` and :func:`interruptible` make Ctrl-C stop grids that run outside the main thread
-  (``platform tune --parallel N``): only the main thread receives SIGINT.
+* :func:`connect` installs the SIGINT hook of :mod:`.interrupts` (Ctrl-C also stops grids running outside the
+  main thread).
 """
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
+from contrastlab.experiments.interrupts import hook_interrupts
 from contrastlab.platform.errors import ConfigError
 
 INSTALL_HINT = "the ray backend needs Ray: pip install 'contrastlab[ray]'"
 PROBE_TIMEOUT = 3.0
 """Seconds a ``HOST:PORT`` has to answer as a Ray head (GCS) before ``--address`` is refused."""
 _CONNECT_LOCK = threading.Lock()  # `platform tune --parallel N` connects from several threads
-_INTERRUPTED = threading.Event()  # set by the SIGINT hook: grids running in other threads stop
-_ACTIVE = threading.Condition()  # guards _ACTIVE_RUNS, the grids running outside the main thread
-_ACTIVE_RUNS = [0]
-_SETTLING: list[Callable[[], bool]] = []  # interrupted grids' `settled` checks, guarded by _ACTIVE
-_WIND_DOWN = 15.0  # seconds the SIGINT hook waits for those grids to cancel their tasks (and settle)
-
 
 def import_ray() -> Any:
     """``ray``, or a one-line :class:`ConfigError` saying how to install it."""
@@ -94,36 +85,6 @@ def connect(address: str | None) -> Any:
     return ray
 
 
-def hook_interrupts() -> None:
-    """On the main thread, chain a SIGINT handler that first tells the grids running in other threads to cancel
-    their tasks (waiting up to 15 s for them to end and for their ``settled`` checks, see :func:`interruptible`),
-    then does what the previous handler did (Python's raises
-    :class:`KeyboardInterrupt`). Those threads never receive Ctrl-C themselves; without this, ``platform tune
-    --parallel N`` would wait for their Ray tasks to finish. A no-op elsewhere, when SIGINT is ignored, or when the
-    hook is already installed (it then only forgets an earlier Ctrl-C)."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    previous = signal.getsignal(signal.SIGINT)
-    _INTERRUPTED.clear()
-    if previous in (signal.SIG_IGN, None) or getattr(previous, "stops_ray_grids", False):
-        return
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        _INTERRUPTED.set()
-        deadline = time.monotonic() + _WIND_DOWN
-        with _ACTIVE:
-            while time.monotonic() < deadline and (_ACTIVE_RUNS[0] or not all(_ran(s) for s in _SETTLING)):
-                _ACTIVE.wait(0.05)
-            _SETTLING.clear()
-        if callable(previous):
-            previous(signum, frame)
-        else:
-            raise KeyboardInterrupt
-
-    on_sigint.stops_ray_grids = True  # type: ignore[attr-defined]
-    signal.signal(signal.SIGINT, on_sigint)
-
-
 def _connect(ray: Any, address: str | None) -> Any:
     if ray.is_initialized():
         return ray
@@ -170,32 +131,3 @@ def real_address(ray: Any, address: str | None) -> str | None:
         return str(ray.get_runtime_context().gcs_address) or address
     except Exception:  # pragma: no cover - older Ray without RuntimeContext.gcs_address
         return address
-
-
-def _ran(check: Callable[[], bool]) -> bool:
-    try:
-        return bool(check())
-    except Exception:  # a check that cannot tell does not hold Ctrl-C up
-        return True
-
-
-@contextlib.contextmanager
-def interruptible(settled: Callable[[], bool] | None = None) -> Iterator[threading.Event | None]:
-    """Around one grid: outside the main thread, yields the event the SIGINT hook sets (the grid must then cancel
-    its tasks and raise :class:`KeyboardInterrupt`) and lets the hook wait for this grid to end, and after an
-    interrupt also until ``settled()`` is true (``platform tune``: until Optuna has recorded the interrupted trial,
-    so that the main thread re-queues it after that). On the main thread, where Ctrl-C raises
-    :class:`KeyboardInterrupt` directly, yields ``None``."""
-    if threading.current_thread() is threading.main_thread():
-        yield None
-        return
-    with _ACTIVE:
-        _ACTIVE_RUNS[0] += 1
-    try:
-        yield _INTERRUPTED
-    finally:
-        with _ACTIVE:
-            _ACTIVE_RUNS[0] -= 1
-            if settled is not None and _INTERRUPTED.is_set():
-                _SETTLING.append(settled)
-            _ACTIVE.notify_all()

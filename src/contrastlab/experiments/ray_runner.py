@@ -39,6 +39,7 @@ from typing import Any
 
 from contrastlab.experiments import runner
 from contrastlab.experiments.grid import GridPoint, count
+from contrastlab.experiments.interrupts import interruptible
 from contrastlab.experiments.ray_cluster import (  # noqa: F401 - connection helpers, also used from here
     INSTALL_HINT,
     check_address,
@@ -46,7 +47,6 @@ from contrastlab.experiments.ray_cluster import (  # noqa: F401 - connection hel
     connect,
     connect_checked,
     import_ray,
-    interruptible,
 )
 
 MARKER = ".ray-driver"
@@ -100,10 +100,9 @@ def train_point(
     rel = point.run_dir(driver_out).relative_to(driver_out)
     if scratch is not None and shipped is not None:
         unpack(shipped, scratch / rel.parent)
-    log = work_out / "logs" / point.plugin / point.loss / f"{point.run_name}.log"
+    log = point.log_path(work_out)
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **env_extra)
-    env.setdefault("OMP_NUM_THREADS", "1")
+    env = runner.train_env(1, **env_extra)
     try:
         run_dir = point.run_dir(work_out)
         runner.clear_failure(run_dir)
@@ -153,7 +152,7 @@ def land(point: GridPoint, out: Path, shipped: dict[str, Any] | None) -> None:
 
         shutil.rmtree(run_dir, ignore_errors=True)
         unpack(shipped["run"], run_dir.parent)
-    log = out / "logs" / point.plugin / point.loss / f"{point.run_name}.log"
+    log = point.log_path(out)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as fh:
         fh.write(shipped.get("log") or b"")
@@ -185,7 +184,7 @@ def run_grid_ray(
 
     ``announce``: print the "ray: N runs submitted" line and a line per finished run (``platform tune`` runs one
     grid per trial and prints its own line per trial instead).
-    ``settled``: see :func:`.ray_cluster.interruptible`.
+    ``settled``: see :func:`.interrupts.interruptible`.
     Ctrl-C (:class:`KeyboardInterrupt` here, or the SIGINT hook's signal when this runs outside the main thread)
     cancels every outstanding task, prints nothing more, and raises :class:`KeyboardInterrupt`."""
     from rich.console import Console

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,10 @@ from typing import Any
 from contrastlab.experiments.grid import GridPoint, count
 from contrastlab.platform.rundir import RunDir, read_json
 
-__all__ = ["ERROR_FILE", "JobResult", "die_with_parent", "read_json", "run_grid", "run_state", "train_command"]
+__all__ = [
+    "ERROR_FILE", "JobResult", "die_with_parent", "pid_alive", "read_json", "run_grid", "run_state",
+    "train_command", "train_env",
+]  # fmt: skip
 
 
 def run_state(run_dir: Path) -> str:
@@ -191,7 +195,6 @@ def die_with_parent(sig: int | None = None) -> Any:
     The signal fires when the *thread* that started the child ends; every caller waits for its child in that
     thread. ``prctl`` is looked up here, before the fork: the child only calls it.
     """
-    import os
     import signal
     import sys
 
@@ -213,9 +216,27 @@ def die_with_parent(sig: int | None = None) -> Any:
     return preexec
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this machine (one owned by another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it exists
+        return True
+    return True
+
+
+def train_env(threads: int, **extra: str) -> dict[str, str]:
+    """The environment of a ``platform train`` child: this process's, unbuffered output, ``extra``, and
+    ``OMP_NUM_THREADS=threads`` (at least 1) unless the user set it, so concurrent runs split the cores."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **extra)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, threads)))
+    return env
+
+
 def platform_base_command() -> list[str]:
     """How to call the CLI in a subprocess: the ``platform`` script beside ``sys.executable`` if present."""
-    import os
     import sys
 
     script = Path(sys.executable).parent / ("platform.exe" if os.name == "nt" else "platform")
@@ -241,7 +262,6 @@ def run_grid(
     rich progress view shows the whole grid (plain progress lines when ``console`` is not a terminal, at least
     every ``report_every`` seconds). Ctrl-C interrupts the running processes (they resume next time).
     """
-    import os
     import shlex
     import signal
     import subprocess
@@ -260,8 +280,7 @@ def run_grid(
             results[i] = JobResult(p, p.run_dir(out), "skipped")
         else:
             pending.append(i)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // len(slots))))
+    env = train_env((os.cpu_count() or 1) // len(slots))
     free = list(range(len(slots)))
     running: dict[int, tuple[Any, int, float, Any, Any]] = {}  # slot -> (proc, index, t0, task, log file)
     columns = (
@@ -291,7 +310,7 @@ def run_grid(
                     slot, i = free.pop(0), pending.pop(0)
                     p, run_dir = points[i], points[i].run_dir(out)
                     clear_failure(run_dir)
-                    log = out / "logs" / p.plugin / p.loss / f"{p.run_name}.log"
+                    log = p.log_path(out)
                     log.parent.mkdir(parents=True, exist_ok=True)
                     fh = open(log, "a")  # noqa: SIM115 (closed when the process ends)
                     discard_unstarted(p.run_dir(out))

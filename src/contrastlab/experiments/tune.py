@@ -37,6 +37,7 @@ from typing import Any
 from contrastlab.experiments import grid as cmp
 from contrastlab.experiments import runner
 from contrastlab.experiments.grid import display_value
+from contrastlab.experiments.interrupts import hook_interrupts, interruptible
 from contrastlab.experiments.results import load_curves
 from contrastlab.experiments.tune_search import SearchParam, check_storage, parse_search
 from contrastlab.experiments.tune_study import (
@@ -188,18 +189,15 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
     """Run one seed as a ``platform train`` process; with ``prune``, report its curve to ``trial`` while it runs.
 
     With ``--parallel N`` this runs in one of Optuna's worker threads, which never receive Ctrl-C: the SIGINT hook
-    (:func:`~contrastlab.experiments.ray_cluster.interruptible`) tells it to stop its process and raise
+    (:func:`~contrastlab.experiments.interrupts.interruptible`) tells it to stop its process and raise
     :class:`KeyboardInterrupt`, and waits until ``settled()`` (Optuna has recorded the trial)."""
-    from contrastlab.experiments.ray_cluster import interruptible
-
     optuna = import_optuna()
     run_dir, primary = point.run_dir(trial_out), spec.plugin.primary_metric
     curve = spec.prune_on or primary
     log = trial_out / "logs" / f"{point.run_name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     cmd = runner.train_command(point, trial_out, spec.device, runner.platform_base_command())
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // spec.parallel)))  # as compare --jobs
+    env = runner.train_env((os.cpu_count() or 1) // spec.parallel)  # as compare --jobs
     reported: set[int] = set()
     say(start_line(trial.number, dict(point.grid), point.seed, spec.seeds))
 
@@ -271,17 +269,14 @@ def objective(spec: TuneSpec, trial: Any) -> float:
     trial.set_user_attr("values", values)
     trial.set_user_attr(SETUP_ATTR, setup_record(spec))
     points = spec.points(values)
-    if spec.ray is not None:  # the start line (local runs print one per seed, in train_locally)
-        say(f"trial {trial.number}: {shown_values(values)}, {len(points)} seed(s) on Ray")
     if spec.ray is not None:
+        say(f"trial {trial.number}: {shown_values(values)}, {len(points)} seed(s) on Ray")  # local: per seed
         from contrastlab.experiments.ray_runner import run_grid_ray
 
         results = run_grid_ray(points, trial_out, announce=False, settled=lambda: recorded(trial), **spec.ray)
         failed = [r for r in results if r.status == "failed"]
         if failed:
-            p = failed[0].point
-            raise TrialFailedError(failed[0].error or "run failed", trial_out / "logs" / p.plugin / p.loss /
-                                   f"{p.run_name}.log")
+            raise TrialFailedError(failed[0].error or "run failed", failed[0].point.log_path(trial_out))
         scores = [_metric(p.run_dir(trial_out), spec.plugin.primary_metric) for p in points]
     else:
         scores = [train_locally(spec, p, trial_out, trial, prune=i == 0, settled=lambda: recorded(trial))
@@ -300,8 +295,6 @@ def optimize(study: Any, spec: TuneSpec, trials: int, parallel: int = 1) -> int:
 
     On KeyboardInterrupt the interrupted trials' parameters are queued again (they run first when the study is
     resumed), without Optuna's warning and traceback about them, and the KeyboardInterrupt is re-raised."""
-    from contrastlab.experiments.ray_cluster import hook_interrupts
-
     optuna = import_optuna()
     recover_stale(study)
     if trials - finished(study) <= 0:

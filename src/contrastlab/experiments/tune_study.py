@@ -19,6 +19,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from contrastlab.experiments.runner import pid_alive
 from contrastlab.platform.errors import ConfigError
 
 SETUP_ATTR = "setup"
@@ -130,16 +131,6 @@ def open_study(spec: Any, storage: str, name: str, pruner: str) -> Any:
     return study
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
 def requeue(study: Any, trial: Any) -> None:
     """Mark ``trial`` (a FrozenTrial) FAIL if it is not yet, and queue its parameters so they run next."""
     optuna = import_optuna()
@@ -154,7 +145,7 @@ def recover_stale(study: Any) -> int:
     host, n = socket.gethostname(), 0
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         pid = t.user_attrs.get("pid")
-        if t.user_attrs.get("host") == host and isinstance(pid, int) and pid != os.getpid() and not _pid_alive(pid):
+        if t.user_attrs.get("host") == host and isinstance(pid, int) and pid != os.getpid() and not pid_alive(pid):
             requeue(study, t)
             n += 1
     return n
