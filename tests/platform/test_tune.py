@@ -139,7 +139,10 @@ def test_tuned_plan_uses_each_studys_values_on_fresh_seeds(tmp_path):
         make_tuned_plan([tmp_path], None, None, [])
 
 
-FAKE_TRAIN = """
+def fake_train(steps: int, pause: float) -> str:
+    """A fake ``platform train`` script: ``steps`` points of ``eval/score`` = 0.1, ``pause`` s apart, then a
+    completed run with that value."""
+    return f"""
 import json, sys, time
 from pathlib import Path
 argv = sys.argv[1:]
@@ -148,12 +151,15 @@ run_dir = Path(opt("--logdir")) / opt("--plugin") / opt("--loss") / opt("--run-n
 run_dir.mkdir(parents=True)
 (run_dir / "config.yaml").write_text("seed: 1\\n")
 with open(run_dir / "metrics.jsonl", "a", buffering=1) as fh:
-    for step in range(40):
-        fh.write(json.dumps({"step": step, "eval/score": 0.1}) + "\\n")
-        time.sleep(0.1)
-(run_dir / "summary.json").write_text(json.dumps({"metrics": {"eval/score": 0.1}}))
-(run_dir / "run.json").write_text(json.dumps({"status": "completed"}))
+    for step in range({steps}):
+        fh.write(json.dumps({{"step": step, "eval/score": 0.1}}) + "\\n")
+        time.sleep({pause})
+(run_dir / "summary.json").write_text(json.dumps({{"metrics": {{"eval/score": 0.1}}}}))
+(run_dir / "run.json").write_text(json.dumps({{"status": "completed"}}))
 """
+
+
+FAKE_TRAIN = fake_train(40, 0.1)
 
 
 def test_pruning_reads_the_curve_while_the_run_trains_and_stops_it(tmp_path, monkeypatch):

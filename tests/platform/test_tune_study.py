@@ -263,26 +263,14 @@ def test_sampled_floats_are_shown_with_four_significant_digits(tmp_path):
     assert [g.column for g in group_runs(recs)] == ["dcl tau_plus=0.05123", "dcl tau_plus=0.1"]
 
 
-FAKE_TRAIN = """
-import json, sys
-from pathlib import Path
-argv = sys.argv[1:]
-opt = lambda name: argv[argv.index(name) + 1]
-run_dir = Path(opt("--logdir")) / opt("--plugin") / opt("--loss") / opt("--run-name")
-run_dir.mkdir(parents=True)
-(run_dir / "config.yaml").write_text("seed: 1\\n")
-(run_dir / "metrics.jsonl").write_text(json.dumps({"step": 1, "eval/score": 0.1}) + "\\n")
-(run_dir / "summary.json").write_text(json.dumps({"metrics": {"eval/score": 0.1}}))
-(run_dir / "run.json").write_text(json.dumps({"status": "completed"}))
-"""
-
-
 def test_a_prune_curve_never_logged_gives_one_warning(tmp_path, monkeypatch, capsys):
+    from test_tune import fake_train
+
     from contrastlab.experiments import runner
     from contrastlab.experiments import tune as tn
 
     script = tmp_path / "fake_train.py"
-    script.write_text(FAKE_TRAIN)
+    script.write_text(fake_train(1, 0))
     monkeypatch.setattr(runner, "platform_base_command", lambda: [sys.executable, str(script)])
     spec = fake_spec(tmp_path)
     spec.poll, spec.prune_on = 0.05, "eval/knn_top1"
