@@ -232,3 +232,35 @@ def test_actor_features_recomputed_after_the_critic_step(mode: str) -> None:
         assert not torch.equal(actor_inputs[1], critic_trunk)  # the critic step moved the conv
     else:
         assert torch.equal(actor_inputs[1], critic_trunk)
+
+
+@pytest.mark.parametrize("actor_step", [True, False])
+def test_recomputed_actor_pass_is_the_contrastive_anchor_pass(actor_step: bool) -> None:
+    """``recompute``: the actor's pass over ``obs`` (after the critic step) doubles as the contrastive anchor pass;
+    its queries equal ``f_θ(obs)`` computed afresh when the contrastive update starts, and carry the graph."""
+    agent = tiny_agent("agent.actor_features=recompute")
+    encoder, contrastive = agent.policy.encoder, agent.contrastive_update
+    seen: list[tuple[torch.Tensor | None, torch.Tensor]] = []
+    passes = [0]
+    trunk_fn = encoder.trunk
+
+    def spy_trunk(obs):
+        passes[0] += 1
+        return trunk_fn(obs)
+
+    def spy_contrastive(anchor, positives, queries=None):
+        with torch.no_grad():
+            seen.append((queries, encoder(anchor)))  # with the weights the contrastive step starts from
+        return contrastive(anchor, positives, queries=queries)
+
+    encoder.trunk, agent.contrastive_update = spy_trunk, spy_contrastive
+    agent._n_updates = 1 if actor_step else 0  # the next update is (not) an actor update
+    agent.update(8)
+    queries, fresh = seen[0]
+    if actor_step:
+        assert queries is not None and queries.requires_grad
+        assert torch.allclose(queries, fresh, atol=1e-6)
+        assert passes[0] == 3 + 1  # next_obs, obs (critic), obs (actor = anchor), + the spy's own fresh pass
+    else:
+        assert queries is None
+        assert passes[0] == 2 + 2  # next_obs, obs (critic), + the spy's fresh pass and the anchor pass

@@ -9,7 +9,8 @@ Srinivas, Laskin & Abbeel, "CURL" (2020), §4 and appendix A; the debiased varia
    ``Σ_i MSE(Q_i(s, a), y)`` trains the Q-heads *and the encoder* (one Adam step of the critic optimiser);
 3. every ``actor_update_freq`` steps: actor and entropy-temperature update on detached conv features, target
    entropy ``-|A|``. ``actor_features="recompute"`` encodes ``obs`` again with the encoder just updated in step 2,
-   as CURL's code does; ``"reuse"`` reuses the conv output of step 2 (one conv forward less, as DrQ-v2 does).
+   as CURL's code does (that pass doubles as step 5's anchor pass, which the encoder's weights have not moved
+   since); ``"reuse"`` reuses the conv output of step 2 (as DrQ-v2 does).
    The temperature loss is CURL's ``α·(-log π - H̄)`` (``alpha_loss="alpha"``) or SB3's ``log α·(-log π - H̄)``
    (``"log_alpha"``); their gradients w.r.t. ``log α`` differ by the factor ``α``;
 4. every ``target_update_freq`` steps: EMA of the Q-heads (``τ = critic_tau``) and of the encoder into the key
@@ -179,14 +180,19 @@ class CurlSAC(SAC):
         stats["critic_loss"] = critic_loss.detach()
 
         # 3. actor and temperature on detached conv features
+        queries = None  # f_θ(obs) of step 5, when this step has computed it
         if self._n_updates % self.actor_update_freq == 0:
             if self.actor_features == "recompute":  # with the encoder the critic step just updated
+                # Neither the actor/α step nor the target EMA moves the encoder, so this pass, kept with its graph,
+                # is also step 5's anchor f_θ(obs) (CURL's code runs the same convolutions twice).
+                actor_trunk = encoder.trunk(obs)
+                queries = encoder.net.head(actor_trunk)
+                actor_trunk, features = actor_trunk.detach(), queries.detach()
+            else:
+                actor_trunk = trunk_out.detach()
                 with torch.no_grad():
-                    trunk_out = encoder.trunk(obs)
-            trunk_out = trunk_out.detach()
-            actions_pi, log_prob = self.policy.actor_from_trunk(trunk_out)  # [B, A], [B]
-            with torch.no_grad():
-                features = encoder.net.head(trunk_out)
+                    features = encoder.net.head(actor_trunk)
+            actions_pi, log_prob = self.policy.actor_from_trunk(actor_trunk)  # [B, A], [B]
             q_pi = torch.cat(q_values(critic, features, actions_pi), dim=1).min(dim=1).values  # [B]
             actor_loss = (ent_coef * log_prob - q_pi).mean()
             self.actor.optimizer.zero_grad(set_to_none=True)
@@ -205,7 +211,7 @@ class CurlSAC(SAC):
             self.soft_update_targets()
 
         # 5. contrastive update
-        stats.update(self.contrastive_update(obs, positives))
+        stats.update(self.contrastive_update(obs, positives, queries=queries))
         return stats
 
     def sample_views(self, batch_size: int) -> tuple[list[Tensor], Any]:
@@ -231,13 +237,16 @@ class CurlSAC(SAC):
         coef = torch.exp(self.log_ent_coef) if self.alpha_loss == "alpha" else self.log_ent_coef
         return (coef * gap).mean()
 
-    def contrastive_update(self, anchor: Tensor, positives: Tensor | list[Tensor]) -> dict[str, Tensor]:
+    def contrastive_update(self, anchor: Tensor, positives: Tensor | list[Tensor],
+                           queries: Tensor | None = None) -> dict[str, Tensor]:
         """One step of the registered loss on ``(f_θ(anchor), [f_ξ(p_m)])``.
 
         ``positives``: the ``M`` crops as one ``[M·B, C, S, S]`` tensor (crop ``m`` of anchor ``b`` at row
-        ``m·B + b``) or as a list of ``M`` tensors ``[B, C, S, S]``."""
+        ``m·B + b``) or as a list of ``M`` tensors ``[B, C, S, S]``. ``queries``: ``f_θ(anchor)`` ``[B, d]`` with its
+        graph when the caller has computed it with the encoder's current weights (else computed here)."""
         encoder, key_encoder = self.policy.encoder, self.policy.key_encoder
-        queries = encoder(anchor)  # [B, d]
+        if queries is None:
+            queries = encoder(anchor)  # [B, d]
         if isinstance(positives, list):
             positives = torch.cat(positives)
         with torch.no_grad():
