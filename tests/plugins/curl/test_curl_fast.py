@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import traceback
 
 import numpy as np
 import pytest
 import torch
 from test_curl_agent import tiny_agent
 from test_curl_buffer import episode_stream, make
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from contrastlab.plugins.curl.augment import random_crop, random_crops
 from contrastlab.plugins.curl.fast import glibc, tune_malloc
@@ -177,3 +179,48 @@ def test_in_place_relu_gives_the_out_of_place_values_and_gradients() -> None:
     ref_grads = torch.autograd.grad(ref.square().sum(), list(net.conv.parameters()))
     for g, r in zip(grads, ref_grads, strict=True):
         assert torch.allclose(g, r, rtol=1e-6, atol=1e-7)
+
+
+class HostReads(TorchDispatchMode):
+    """Counts the ops that read a tensor's value on the host (a synchronisation when the tensor is on a GPU),
+    except Adam's step counters, which live on the CPU on a GPU run too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sites: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.nonzero.default,
+                    torch.ops.aten.masked_select.default):
+            stack = traceback.format_stack(limit=16)
+            if not any("torch/optim/" in frame for frame in stack):
+                self.sites.append(next((f for f in reversed(stack) if "contrastlab" in f), stack[-3]))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("loss", ["infonce", "dcl", "hcl", "bcl", "pucl", "debiased_pos"])
+def test_an_update_reads_no_tensor_value_on_the_host(loss: str) -> None:
+    """The CPU counterpart of the GPU suite's no-host-sync test, for every loss the plugin takes: no ``item()``,
+    ``bool(tensor)``, ``nonzero`` or boolean-mask indexing inside an update (each would stall a GPU run)."""
+    agent = tiny_agent(loss)
+    agent.train(gradient_steps=1, batch_size=8)
+    probe = HostReads()
+    with probe:
+        agent.train(gradient_steps=2, batch_size=8)  # one of them an actor/target update
+    assert agent._n_updates == 3
+    assert probe.sites == [], "".join(probe.sites[:3])
+
+
+def test_distribution_checks_are_restored_after_the_block() -> None:
+    from torch.distributions import Distribution
+
+    from contrastlab.plugins.curl.fast import no_distribution_checks
+
+    before = Distribution._validate_args
+    with no_distribution_checks():
+        assert Distribution._validate_args is False
+        torch.distributions.Normal(torch.zeros(1), torch.tensor([-1.0]))  # not checked inside
+    assert Distribution._validate_args == before
+    if before:
+        with pytest.raises(ValueError):
+            torch.distributions.Normal(torch.zeros(1), torch.tensor([-1.0]))

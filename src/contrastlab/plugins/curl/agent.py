@@ -35,7 +35,7 @@ from stable_baselines3.common.utils import polyak_update
 from torch import Tensor, nn
 
 from contrastlab.plugins.curl.augment import random_crop, random_crops
-from contrastlab.plugins.curl.fast import speed_flags
+from contrastlab.plugins.curl.fast import no_distribution_checks, speed_flags
 from contrastlab.plugins.curl.policy import CurlSACPolicy, LogStdSquash, q_values
 
 AlphaLoss = Literal["alpha", "log_alpha"]
@@ -142,10 +142,16 @@ class CurlSAC(SAC):
     def train(self, gradient_steps: int, batch_size: int = 64) -> None:
         """Run ``gradient_steps`` CURL updates; the last one's statistics land in :attr:`stats`."""
         self.policy.set_training_mode(True)
-        for _ in range(gradient_steps):
-            self.stats = self.update(batch_size)
-            for key, value in self.stats.items():
-                self._stat_sums.setdefault(key, []).append(value)
+        with no_distribution_checks():  # no host synchronisation inside an update (fast.no_distribution_checks)
+            for _ in range(gradient_steps):
+                self.stats = self.update(batch_size)
+                for key, value in self.stats.items():
+                    self._stat_sums.setdefault(key, []).append(value)
+
+    def learn(self, *args: Any, **kwargs: Any) -> CurlSAC:
+        """SB3's ``learn`` (same arguments) with ``torch.distributions`` argument checks off while acting, too."""
+        with no_distribution_checks():
+            return super().learn(*args, **kwargs)
 
     def pop_stats(self) -> dict[str, float]:
         """Mean of every update statistic since the previous call (empty before the first update); the one host

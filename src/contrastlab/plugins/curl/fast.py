@@ -15,15 +15,21 @@ of returning it between updates. It is a no-op on a C library other than glibc (
 memory format, bf16 autocast of the conv trunk (float32 features, weights, optimiser state and losses) and
 ``torch.compile`` of the trunk. Each gives the update the same numbers as without it, to a tolerance
 (tests/plugins/curl/test_curl_fast.py; the compiled path on a GPU in the ``cuda``-marked tests).
+
+:func:`no_distribution_checks` keeps ``torch.distributions``' argument checks, each a host synchronisation on a
+GPU, out of the agent's updates and acting.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
+from torch.distributions import Distribution
 
 M_TRIM_THRESHOLD = -1
 """``mallopt`` parameter number of the trim threshold (glibc ``malloc.h``)."""
@@ -73,3 +79,20 @@ def speed_flags(policy: Any, channels_last: bool = False, bf16: bool = False, co
         features.autocast_dtype = torch.bfloat16 if bf16 else None
         if compile and "forward_conv" not in features.net.__dict__:
             features.net.forward_conv = torch.compile(features.net.forward_conv, dynamic=False)
+
+
+@contextmanager
+def no_distribution_checks() -> Iterator[None]:
+    """Turn off ``torch.distributions``' argument validation inside the block (restored after it).
+
+    It is on by default (``__debug__``): every ``Normal`` that SB3's squashed Gaussian builds checks its mean and
+    scale with ``torch._is_all_true``, which reads a device tensor on the host. On a GPU that is a host
+    synchronisation, about 48 per CURL update (actor on ``s'``, actor step, their log-probabilities), which
+    stalls the CPU until the GPU has caught up. The inputs are finite by construction (``tanh``-bounded log-std).
+    """
+    previous = Distribution._validate_args
+    Distribution.set_default_validate_args(False)
+    try:
+        yield
+    finally:
+        Distribution.set_default_validate_args(previous)
