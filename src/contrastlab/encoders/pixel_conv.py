@@ -43,6 +43,24 @@ def curl_weight_init(module: nn.Module) -> None:
             module.weight[:, :, mid, mid] = centre
 
 
+class MapLinear(nn.Linear):
+    """``nn.Linear`` over a flattened ``[B, C, H, W]`` feature map that also takes the map itself.
+
+    ``Linear(x.flatten(1))`` equals a convolution whose kernel ``weight.view(out, C, H, W)`` covers the whole map.
+    On the CPU the 4-D input goes that way: oneDNN reads a channels-last map where it lies (flattening it in
+    ``C, H, W`` order costs a copy) and runs this skinny product faster than the BLAS GEMM (CURL's 32×35×35 → 50
+    head at batch 128 on a 2-core EPYC: ≈ 8 % less time for the trunk and head forward + backward, docs/results.md).
+    Elsewhere (CUDA) the map is flattened and multiplied as a plain ``Linear``. Parameters, initialisation and
+    checkpoints are those of ``nn.Linear``; values agree to float rounding.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``[B, in_features]`` or a map ``[B, C, H, W]`` with ``C·H·W = in_features`` → ``[B, out_features]``."""
+        if x.dim() == 4 and x.device.type == "cpu":
+            return F.conv2d(x, self.weight.view(self.out_features, *x.shape[1:]), self.bias).flatten(1)
+        return super().forward(x.flatten(1))
+
+
 class PixelConvEncoder(nn.Module):
     """CURL's encoder: ``num_layers`` × 3×3 conv (``num_filters``) → Linear → LayerNorm, output ``[B, latent_dim]``.
 
@@ -79,14 +97,14 @@ class PixelConvEncoder(nn.Module):
         layers: list[nn.Module] = [nn.Conv2d(in_channels, num_filters, 3, stride=2), nn.ReLU(inplace=True)]
         for _ in range(num_layers - 1):
             layers += [nn.Conv2d(num_filters, num_filters, 3, stride=1), nn.ReLU(inplace=True)]
-        layers.append(nn.Flatten())
         self.conv = nn.Sequential(*layers)
-        self.head = nn.Sequential(nn.Linear(num_filters * side * side, latent_dim), nn.LayerNorm(latent_dim))
+        self.head = nn.Sequential(MapLinear(num_filters * side * side, latent_dim), nn.LayerNorm(latent_dim))
         self.in_channels, self.image_size, self.latent_dim = in_channels, image_size, latent_dim
         self.apply(curl_weight_init)
 
     def forward_conv(self, x: Tensor) -> Tensor:
-        """Conv trunk: ``[B, C, S, S]`` float in ``[0, 1]``, or uint8 in ``[0, 255]`` → ``[B, num_filters·s·s]``.
+        """Conv trunk: ``[B, C, S, S]`` float in ``[0, 1]``, or uint8 in ``[0, 255]`` → the feature map
+        ``[B, num_filters, s, s]`` (unflattened; :attr:`head` takes it as it is).
 
         uint8 images are cast once and the ``1/255`` scaling is folded into the first convolution's weights
         (``conv(x, W/255) = conv(x/255, W)``, equal to rounding; same gradients), which saves the division pass

@@ -35,7 +35,7 @@ from stable_baselines3.common.utils import polyak_update
 from torch import Tensor, nn
 
 from contrastlab.plugins.curl.augment import random_crop, random_crops
-from contrastlab.plugins.curl.fast import no_distribution_checks, speed_flags
+from contrastlab.plugins.curl.fast import adam, no_distribution_checks, speed_flags
 from contrastlab.plugins.curl.policy import CurlSACPolicy, LogStdSquash, q_values
 
 AlphaLoss = Literal["alpha", "log_alpha"]
@@ -126,14 +126,13 @@ class CurlSAC(SAC):
     def _setup_model(self) -> None:
         super()._setup_model()
         speed_flags(self.policy, **self.speed)
-        self.ent_coef_optimizer = torch.optim.Adam([self.log_ent_coef], lr=self.alpha_lr,
-                                                   betas=(self.alpha_beta, 0.999))
+        self.ent_coef_optimizer = adam([self.log_ent_coef], lr=self.alpha_lr, betas=(self.alpha_beta, 0.999))
         self.contrastive_loss.to(self.device)
         self.sampler.to(self.device)
         encoder_lr = self.encoder_lr * self.contrastive_encoder_steps  # k identical Adam steps (module docstring)
         groups = [{"params": list(self.policy.encoder.parameters()), "lr": encoder_lr},
                   {"params": [*self.sampler.parameters(), *self.contrastive_loss.parameters()]}]
-        self.contrastive_optimizer = torch.optim.Adam(groups, lr=self.encoder_lr, betas=self.policy.betas)
+        self.contrastive_optimizer = adam(groups, lr=self.encoder_lr, betas=self.policy.betas)
 
     def _excluded_save_params(self) -> list[str]:
         return [*super()._excluded_save_params(), "contrastive_loss", "sampler", "contrastive_optimizer"]
@@ -177,7 +176,7 @@ class CurlSAC(SAC):
             next_q = torch.cat(q_values(self.critic_target, key_encoder(next_obs), next_actions), dim=1)
             next_q = next_q.min(dim=1, keepdim=True).values - ent_coef * next_log_prob.reshape(-1, 1)
             target_q = data.rewards + (1.0 - data.dones) * self.gamma * next_q  # [B, 1]
-        trunk_out = encoder.trunk(obs)  # [B, F]
+        trunk_out = encoder.trunk(obs)  # the conv feature map
         current_q = q_values(critic, encoder.net.head(trunk_out), data.actions)
         critic_loss = sum(F.mse_loss(q, target_q) for q in current_q)
         critic.optimizer.zero_grad(set_to_none=True)

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 import contrastlab as cl
 from contrastlab.encoders.pixel_conv import curl_weight_init
 from contrastlab.plugins.curl.augment import center_crop
+from contrastlab.plugins.curl.fast import adam
 
 LogStdSquash = Literal["tanh", "clamp"]
 CURL_LOG_STD_BOUNDS = (-10.0, 2.0)
@@ -96,7 +97,8 @@ class CurlFeatures(BaseFeaturesExtractor):
         return torch.empty_like(x, dtype=torch.float32, memory_format=layout).copy_(x).div_(255.0)
 
     def trunk(self, obs: Tensor) -> Tensor:
-        """Conv trunk output ``[B, F]`` (float32) of images ``[B, C, S, S]`` (raw or :meth:`prepare`-d)."""
+        """Conv trunk output (float32; ``pixel_conv``: the map ``[B, filters, s, s]``, which its head reads as is)
+        of images ``[B, C, S, S]`` (raw or :meth:`prepare`-d)."""
         x = self.prepare(obs)
         if self.autocast_dtype is None:
             return self.net.forward_conv(x)
@@ -214,8 +216,8 @@ class CurlSACPolicy(SACPolicy):
         self.critic_target.set_training_mode(False)
         for p in self.critic_target.parameters():
             p.requires_grad_(False)
-        self.actor.optimizer = torch.optim.Adam(self.actor.parameters(), lr=self.actor_lr, betas=self.betas)
-        self.critic.optimizer = torch.optim.Adam(self.critic.parameters(), lr=self.critic_lr, betas=self.betas)
+        self.actor.optimizer = adam(self.actor.parameters(), lr=self.actor_lr, betas=self.betas)
+        self.critic.optimizer = adam(self.critic.parameters(), lr=self.critic_lr, betas=self.betas)
 
     def make_actor(self, features_extractor: BaseFeaturesExtractor | None = None) -> CurlActor:
         """A :class:`CurlActor` (log σ bounded by ``log_std_squash``) on ``features_extractor``."""
