@@ -73,8 +73,8 @@ class AgentSection(Section):
     contrastive_encoder_steps: int = Field(default=1, ge=1)
     """Adam steps of the contrastive gradient on the encoder per update (CURL's code: 2, its issues #20/#28)."""
     actor_features: Literal["recompute", "reuse"] = "reuse"
-    """Actor/α input: ``recompute`` the detached conv features after the critic step (CURL's code) or ``reuse``
-    those computed before it (one conv forward less per actor update)."""
+    """Actor/α input: ``recompute`` the detached conv features after the critic step (CURL's code; that pass is
+    also the contrastive anchor pass) or ``reuse`` those computed before it (DrQ-v2's form); the same cost."""
     tune_malloc: bool = True
     """Keep freed memory in glibc's heap instead of mmap/munmap per update (process-wide ``mallopt``; issue 10
     measured batch 512 2.6× faster on a 2-core CPU with the same setting; no-op off glibc; docs/curl.md "Speed")."""
