@@ -211,19 +211,47 @@ def test_an_update_reads_no_tensor_value_on_the_host(loss: str) -> None:
     assert probe.sites == [], "".join(probe.sites[:3])
 
 
-def test_distribution_checks_are_restored_after_the_block() -> None:
+def test_actor_distribution_is_sb3s_without_argument_checks() -> None:
+    """The actor's squashed Gaussian gives SB3's actions and log-probabilities, built without the checks that read
+    tensors on the host; the process-wide default stays as it was."""
+    from stable_baselines3.common.distributions import SquashedDiagGaussianDistribution
     from torch.distributions import Distribution
 
-    from contrastlab.plugins.curl.fast import no_distribution_checks
+    from contrastlab.plugins.curl.policy import UncheckedSquashedGaussian
 
-    before = Distribution._validate_args
-    with no_distribution_checks():
-        assert Distribution._validate_args is False
-        torch.distributions.Normal(torch.zeros(1), torch.tensor([-1.0]))  # not checked inside
-    assert Distribution._validate_args == before
-    if before:
-        with pytest.raises(ValueError):
-            torch.distributions.Normal(torch.zeros(1), torch.tensor([-1.0]))
+    agent = tiny_agent()
+    assert isinstance(agent.actor.action_dist, UncheckedSquashedGaussian)
+    default = Distribution._validate_args
+    torch.manual_seed(0)
+    mean, log_std = torch.randn(5, 2), torch.randn(5, 2).clamp(-3, 1)
+    ours, sb3 = agent.actor.action_dist, SquashedDiagGaussianDistribution(2)
+    results = []
+    for dist in (ours, sb3):
+        torch.manual_seed(1)
+        results.append(dist.log_prob_from_params(mean, log_std))
+    for a, b in zip(*results, strict=True):
+        assert torch.equal(a, b)
+    assert ours.distribution._validate_args is False
+    assert Distribution._validate_args == default
+
+
+def test_resume_from_a_for_loop_adam_checkpoint_switches_back_to_the_fused_kernel() -> None:
+    """Checkpoints written before the fused kernel store ``fused=None`` in every group; loading one must not turn
+    the fused kernel off for the rest of the run."""
+    agent = tiny_agent()
+    agent.train(gradient_steps=2, batch_size=8)
+    state = copy.deepcopy(agent.training_state())
+    for key in ("actor_optimizer", "critic_optimizer", "contrastive_optimizer", "ent_coef_optimizer"):
+        for group in state[key]["param_groups"]:
+            group["fused"] = None  # as the for-loop kernel saved it
+        for param_state in state[key]["state"].values():
+            param_state["step"] = param_state["step"].cpu()
+    agent.load_training_state(state)
+    optimizers = [agent.critic.optimizer, agent.actor.optimizer, agent.contrastive_optimizer,
+                  agent.ent_coef_optimizer]
+    assert all(group["fused"] for opt in optimizers for group in opt.param_groups)
+    agent.train(gradient_steps=2, batch_size=8)
+    assert all(torch.isfinite(p).all() for p in agent.policy.parameters())
 
 
 def test_fused_adam_gives_the_for_loop_update() -> None:

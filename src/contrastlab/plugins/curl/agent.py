@@ -35,7 +35,7 @@ from stable_baselines3.common.utils import polyak_update
 from torch import Tensor, nn
 
 from contrastlab.plugins.curl.augment import random_crop, random_crops
-from contrastlab.plugins.curl.fast import adam, no_distribution_checks, speed_flags
+from contrastlab.plugins.curl.fast import adam, speed_flags, use_fused_kernel
 from contrastlab.plugins.curl.policy import CurlSACPolicy, LogStdSquash, q_values
 
 AlphaLoss = Literal["alpha", "log_alpha"]
@@ -141,16 +141,10 @@ class CurlSAC(SAC):
     def train(self, gradient_steps: int, batch_size: int = 64) -> None:
         """Run ``gradient_steps`` CURL updates; the last one's statistics land in :attr:`stats`."""
         self.policy.set_training_mode(True)
-        with no_distribution_checks():  # no host synchronisation inside an update (fast.no_distribution_checks)
-            for _ in range(gradient_steps):
-                self.stats = self.update(batch_size)
-                for key, value in self.stats.items():
-                    self._stat_sums.setdefault(key, []).append(value)
-
-    def learn(self, *args: Any, **kwargs: Any) -> CurlSAC:
-        """SB3's ``learn`` (same arguments) with ``torch.distributions`` argument checks off while acting, too."""
-        with no_distribution_checks():
-            return super().learn(*args, **kwargs)
+        for _ in range(gradient_steps):
+            self.stats = self.update(batch_size)
+            for key, value in self.stats.items():
+                self._stat_sums.setdefault(key, []).append(value)
 
     def pop_stats(self) -> dict[str, float]:
         """Mean of every update statistic since the previous call (empty before the first update); the one host
@@ -298,6 +292,9 @@ class CurlSAC(SAC):
         self.ent_coef_optimizer.load_state_dict(state["ent_coef_optimizer"])  # type: ignore[union-attr]
         with torch.no_grad():
             self.log_ent_coef.copy_(state["log_ent_coef"].to(self.device))
+        for optimizer in (self.actor.optimizer, self.critic.optimizer, self.contrastive_optimizer,
+                          self.ent_coef_optimizer):
+            use_fused_kernel(optimizer)  # type: ignore[arg-type]  # a checkpoint saved before the fused kernel
         self.sampler.load_state_dict(state["sampler"])
         self.contrastive_loss.load_state_dict(state["loss"])
         self.num_timesteps = int(state["num_timesteps"])

@@ -21,10 +21,12 @@ from typing import Any, Literal
 
 import torch
 from gymnasium import spaces
+from stable_baselines3.common.distributions import SquashedDiagGaussianDistribution
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.type_aliases import PyTorchObs
 from stable_baselines3.sac.policies import LOG_STD_MAX, LOG_STD_MIN, Actor, SACPolicy
 from torch import Tensor, nn
+from torch.distributions import Normal
 
 import contrastlab as cl
 from contrastlab.encoders.pixel_conv import curl_weight_init
@@ -90,11 +92,9 @@ class CurlFeatures(BaseFeaturesExtractor):
         (which share these settings), instead of converting the same uint8 crops at every forward pass.
         """
         x = center_crop(obs, self.crop) if obs.shape[-1] != self.crop else obs
-        layout = torch.channels_last if self.channels_last else torch.contiguous_format
-        if x.dtype != torch.uint8:
-            return x.contiguous(memory_format=layout)
-        # cast-and-relayout in one copy, then an in-place division: the values of x.div(255.0), half its passes
-        return torch.empty_like(x, dtype=torch.float32, memory_format=layout).copy_(x).div_(255.0)
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)  # the uint8 copy: 4x fewer bytes than float
+        return x.div(255.0) if x.dtype == torch.uint8 else x  # elementwise: keeps the memory format
 
     def trunk(self, obs: Tensor) -> Tensor:
         """Conv trunk output (float32; ``pixel_conv``: the map ``[B, filters, s, s]``, which its head reads as is)
@@ -136,6 +136,22 @@ class ActorFeatures(BaseFeaturesExtractor):
         return self.head(trunk_out.detach())
 
 
+class UncheckedSquashedGaussian(SquashedDiagGaussianDistribution):
+    """SB3's tanh-squashed diagonal Gaussian, its ``Normal`` built without ``torch.distributions``' argument checks.
+
+    The checks (on by default) run ``torch._is_all_true`` on the mean and scale of every new ``Normal`` and on every
+    value given to ``log_prob``; each reads a tensor on the host, which on a GPU is a synchronisation (≈ 48 per CURL
+    update). The scale here is ``exp`` of a bounded log σ, positive and finite by construction. Same values as
+    SB3's class (tests/plugins/curl/test_curl_fast.py); the setting stays per instance, nothing process-wide.
+    """
+
+    def proba_distribution(self, mean_actions: Tensor, log_std: Tensor) -> UncheckedSquashedGaussian:
+        """``N(mean, exp(log_std))`` per action dimension (before the tanh squashing), unchecked."""
+        scale = log_std.exp().broadcast_to(mean_actions.shape)
+        self.distribution = Normal(mean_actions, scale, validate_args=False)
+        return self
+
+
 class CurlActor(Actor):
     """SB3's squashed-Gaussian ``Actor`` whose log σ is bounded by :func:`squash_log_std` (``log_std_squash``).
 
@@ -151,6 +167,7 @@ class CurlActor(Actor):
         if log_std_squash not in ("tanh", "clamp"):
             raise ValueError(f"log_std_squash must be 'tanh' or 'clamp', got {log_std_squash!r}")
         self.log_std_squash = log_std_squash
+        self.action_dist = UncheckedSquashedGaussian(self.action_dist.action_dim)  # no host syncs on a GPU
 
     def dist_params(self, features: Tensor) -> tuple[Tensor, Tensor]:
         """Mean and bounded log σ ``([B, A], [B, A])`` from the actor's features."""
