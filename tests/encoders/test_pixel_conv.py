@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 import torch
 
@@ -50,22 +52,27 @@ def test_bad_hyperparameters_and_sizes() -> None:
 
 
 @pytest.mark.parametrize("channels_last", [False, True])
-def test_head_reads_the_unflattened_map_as_a_linear_layer_on_its_flattening(channels_last: bool) -> None:
-    """``MapLinear`` on ``[B, C, H, W]`` (a whole-map convolution on the CPU) = ``nn.Linear`` on ``flatten(1)``:
-    the same values and the same gradients for the map, the weight and the bias."""
+@pytest.mark.parametrize("batch", [4, 64])  # below and at map_min_batch: flatten + GEMM, whole-map convolution
+def test_head_reads_the_unflattened_map_as_a_linear_layer_on_its_flattening(channels_last: bool, batch: int) -> None:
+    """``MapLinear`` on ``[B, C, H, W]`` = ``nn.Linear`` on ``flatten(1)``: the same values and the same gradients
+    for the map, the weight and the bias, on both of its paths."""
     from contrastlab.encoders.pixel_conv import MapLinear
 
     torch.manual_seed(0)
     head = MapLinear(8 * 5 * 5, 6)
+    assert MapLinear.map_min_batch == 64
     plain = torch.nn.Linear(8 * 5 * 5, 6)
     plain.load_state_dict(head.state_dict())  # the same parameter names and shapes as nn.Linear
     fmt = torch.channels_last if channels_last else torch.contiguous_format
-    x = torch.randn(4, 8, 5, 5).contiguous(memory_format=fmt).requires_grad_(True)
+    x = torch.randn(batch, 8, 5, 5).contiguous(memory_format=fmt).requires_grad_(True)
     x_plain = x.detach().clone().requires_grad_(True)
-    out, ref = head(x), plain(x_plain.flatten(1))
-    assert out.shape == (4, 6) and torch.allclose(out, ref, atol=1e-5)
+    with mock.patch("contrastlab.encoders.pixel_conv.F.conv2d", wraps=torch.nn.functional.conv2d) as conv:
+        out = head(x)
+    assert conv.called == (batch >= MapLinear.map_min_batch)  # the whole-map convolution from 64 rows on
+    ref = plain(x_plain.flatten(1))
+    assert out.shape == (batch, 6) and torch.allclose(out, ref, atol=1e-5)
     assert torch.allclose(head(x.detach().flatten(1)), ref, atol=1e-6)  # flat input: the nn.Linear path
-    grad = torch.randn(4, 6)
+    grad = torch.randn(batch, 6)
     out.backward(grad)
     ref.backward(grad)
     assert torch.allclose(x.grad, x_plain.grad, atol=1e-5)

@@ -47,16 +47,20 @@ class MapLinear(nn.Linear):
     """``nn.Linear`` over a flattened ``[B, C, H, W]`` feature map that also takes the map itself.
 
     ``Linear(x.flatten(1))`` equals a convolution whose kernel ``weight.view(out, C, H, W)`` covers the whole map.
-    On the CPU the 4-D input goes that way: oneDNN reads a channels-last map where it lies (flattening it in
-    ``C, H, W`` order costs a copy) and runs this skinny product faster than the BLAS GEMM (CURL's 32×35×35 → 50
-    head at batch 128 on a 2-core EPYC: ≈ 8 % less time for the trunk and head forward + backward, docs/results.md).
-    Elsewhere (CUDA) the map is flattened and multiplied as a plain ``Linear``. Parameters, initialisation and
-    checkpoints are those of ``nn.Linear``; values agree to float rounding.
+    On the CPU a map of at least :attr:`map_min_batch` rows goes that way: oneDNN reads a channels-last map where it
+    lies (flattening it in ``C, H, W`` order costs a copy) and runs this skinny product faster than the BLAS GEMM
+    (CURL's 32×35×35 → 50 head forward on a 2-core EPYC: 2.9 vs 6.6 ms at batch 128, 9.4 vs 53 ms at 512; the
+    trunk and head forward + backward ≈ 8 % faster at 128). Smaller batches (acting: batch 1) pay more for the
+    convolution's weight reorder than they save, and CUDA keeps its GEMM: both flatten and multiply as a plain
+    ``Linear``. Parameters, initialisation and checkpoints are those of ``nn.Linear``; values agree to rounding.
     """
+
+    map_min_batch = 64
+    """Fewest rows for the whole-map convolution (measured break-even on the 2-core CPU: 48-64 rows)."""
 
     def forward(self, x: Tensor) -> Tensor:
         """``[B, in_features]`` or a map ``[B, C, H, W]`` with ``C·H·W = in_features`` → ``[B, out_features]``."""
-        if x.dim() == 4 and x.device.type == "cpu":
+        if x.dim() == 4 and x.device.type == "cpu" and x.shape[0] >= self.map_min_batch:
             return F.conv2d(x, self.weight.view(self.out_features, *x.shape[1:]), self.bias).flatten(1)
         return super().forward(x.flatten(1))
 
