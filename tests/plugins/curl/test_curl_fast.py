@@ -247,8 +247,7 @@ def test_resume_from_a_for_loop_adam_checkpoint_switches_back_to_the_fused_kerne
         for param_state in state[key]["state"].values():
             param_state["step"] = param_state["step"].cpu()
     agent.load_training_state(state)
-    optimizers = [agent.critic.optimizer, agent.actor.optimizer, agent.contrastive_optimizer,
-                  agent.ent_coef_optimizer]
+    optimizers = agent.optimizers()
     assert all(group["fused"] for opt in optimizers for group in opt.param_groups)
     agent.train(gradient_steps=2, batch_size=8)
     assert all(torch.isfinite(p).all() for p in agent.policy.parameters())
@@ -258,8 +257,7 @@ def test_fused_adam_gives_the_for_loop_update() -> None:
     """Every optimiser of the agent runs Adam's fused kernel; switching them to the for-loop kernel gives the same
     parameters after two updates (to float rounding)."""
     agent = tiny_agent(extra=("agent.actor_features=recompute",))
-    optimizers = [agent.critic.optimizer, agent.actor.optimizer, agent.contrastive_optimizer,
-                  agent.ent_coef_optimizer]
+    optimizers = agent.optimizers()
     assert all(group["fused"] for opt in optimizers for group in opt.param_groups)
     saved = copy.deepcopy(agent.training_state())
     fused, fused_stats = run_updates(agent, saved)

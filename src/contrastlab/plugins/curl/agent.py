@@ -266,6 +266,11 @@ class CurlSAC(SAC):
         polyak_update(q_src, q_dst, self.tau)
         polyak_update(self.policy.encoder.parameters(), self.policy.key_encoder.parameters(), self.encoder_tau)
 
+    def optimizers(self) -> list[torch.optim.Adam]:
+        """The agent's four Adam optimisers: actor, critic (with the encoder), contrastive, temperature."""
+        return [self.actor.optimizer, self.critic.optimizer, self.contrastive_optimizer,
+                self.ent_coef_optimizer]  # type: ignore[list-item]
+
     # ------------------------------------------------------------------ checkpoint state
     def training_state(self) -> dict[str, Any]:
         """Everything needed to resume updates: networks, optimisers, temperature, counters."""
@@ -292,9 +297,8 @@ class CurlSAC(SAC):
         self.ent_coef_optimizer.load_state_dict(state["ent_coef_optimizer"])  # type: ignore[union-attr]
         with torch.no_grad():
             self.log_ent_coef.copy_(state["log_ent_coef"].to(self.device))
-        for optimizer in (self.actor.optimizer, self.critic.optimizer, self.contrastive_optimizer,
-                          self.ent_coef_optimizer):
-            use_fused_kernel(optimizer)  # type: ignore[arg-type]  # a checkpoint saved before the fused kernel
+        for optimizer in self.optimizers():
+            use_fused_kernel(optimizer)  # a checkpoint saved before the fused kernel
         self.sampler.load_state_dict(state["sampler"])
         self.contrastive_loss.load_state_dict(state["loss"])
         self.num_timesteps = int(state["num_timesteps"])
