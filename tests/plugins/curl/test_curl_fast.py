@@ -153,6 +153,7 @@ def test_prepare_converts_once_and_passes_prepared_input_through(channels_last: 
     plain = raw[..., 2:-2, 2:-2].float() / 255.0  # SB3's / CURL's scaling of the centre crop
     assert torch.equal(prepared, plain.contiguous(memory_format=torch.channels_last) if channels_last else plain)
     assert encoder.prepare(prepared) is prepared  # no second conversion
+    assert encoder.prepare(raw) is not prepared and torch.equal(encoder.prepare(raw), prepared)  # raw not written
     with torch.no_grad():
         assert torch.equal(encoder.trunk(raw), encoder.trunk(prepared))
         assert torch.equal(agent.policy.key_encoder.trunk(raw), agent.policy.key_encoder.trunk(prepared))
@@ -268,3 +269,20 @@ def test_fused_adam_gives_the_for_loop_update() -> None:
     for key, value in plain.items():
         assert torch.allclose(fused[key], value, rtol=1e-5, atol=1e-6), key
     assert fused_stats == pytest.approx(plain_stats, rel=1e-5, abs=1e-6)
+
+
+def test_the_actor_step_computes_no_q_head_weight_gradients() -> None:
+    """The actor loss' backward reaches the actor's parameters only (``backward(inputs=...)``): the Q-heads'
+    weight gradients of that loss, which CURL's code computes and throws away, are never accumulated. Each
+    Q-head parameter takes one gradient per update (the critic loss'), also in the updates with an actor step."""
+    agent = tiny_agent(extra=("agent.actor_update_freq=1",))
+    q_params = [p for q in agent.critic.q_networks for p in q.parameters()]
+    counts = dict.fromkeys(map(id, q_params), 0)
+    hooks = [p.register_post_accumulate_grad_hook(lambda p: counts.__setitem__(id(p), counts[id(p)] + 1))
+             for p in q_params]
+    actor_before = [p.detach().clone() for p in agent.actor.parameters()]
+    agent.train(gradient_steps=2, batch_size=8)
+    for hook in hooks:
+        hook.remove()
+    assert set(counts.values()) == {2}  # 2 updates, each with an actor step: the critic loss' gradient only
+    assert any(not torch.equal(a, p) for a, p in zip(actor_before, agent.actor.parameters(), strict=True))

@@ -42,6 +42,11 @@ AlphaLoss = Literal["alpha", "log_alpha"]
 ActorFeatures = Literal["recompute", "reuse"]
 
 
+def optimized_parameters(optimizer: torch.optim.Optimizer) -> list[Tensor]:
+    """Every parameter ``optimizer`` steps, in its parameter groups' order."""
+    return [param for group in optimizer.param_groups for param in group["params"]]
+
+
 def top1_accuracy(batch: Any) -> Tensor:
     """Fraction of anchors whose numerator positive (column 0) outscores every valid negative (0-d tensor); 1 for a
     batch without negatives (a queue sampler's first call)."""
@@ -195,9 +200,9 @@ class CurlSAC(SAC):
             q_pi = torch.cat(q_values(critic, features, actions_pi), dim=1).min(dim=1).values  # [B]
             actor_loss = (ent_coef * log_prob - q_pi).mean()
             self.actor.optimizer.zero_grad(set_to_none=True)
-            actor_loss.backward()
+            # gradients for the actor's parameters only: the Q-heads' weight gradients are never computed
+            actor_loss.backward(inputs=optimized_parameters(self.actor.optimizer))
             self.actor.optimizer.step()
-            critic.optimizer.zero_grad(set_to_none=True)  # drop the actor loss' gradients on the Q-heads
             alpha_loss = self.temperature_loss(log_prob)
             self.ent_coef_optimizer.zero_grad(set_to_none=True)  # type: ignore[union-attr]
             alpha_loss.backward()

@@ -92,9 +92,10 @@ class CurlFeatures(BaseFeaturesExtractor):
         (which share these settings), instead of converting the same uint8 crops at every forward pass.
         """
         x = center_crop(obs, self.crop) if obs.shape[-1] != self.crop else obs
-        if self.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)  # the uint8 copy: 4x fewer bytes than float
-        return x.div(255.0) if x.dtype == torch.uint8 else x  # elementwise: keeps the memory format
+        layout = torch.channels_last if self.channels_last else torch.preserve_format
+        if x.dtype == torch.uint8:  # cast and layout change in one pass, then divide in place: x / 255 exactly
+            return x.to(torch.float32, memory_format=layout).div_(255.0)
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
 
     def trunk(self, obs: Tensor) -> Tensor:
         """Conv trunk output (float32; ``pixel_conv``: the map ``[B, filters, s, s]``, which its head reads as is)
