@@ -6,13 +6,16 @@
 #   bash benchmarks/gpu_suite.sh --steps runs,report --frames 100000 --seeds "1 2" --losses "infonce dcl"
 #   bash benchmarks/gpu_suite.sh --dry-run            # tiny sizes on the CPU: checks the suite itself (tested)
 #   bash benchmarks/gpu_suite.sh --steps runs --set train.save_buffer=false   # extra overrides for every run
+#   bash benchmarks/gpu_suite.sh --steps pack --pack-ks "1 4" --pack-frames 10000
+#   bash benchmarks/gpu_device.sh ...                 # the same on the device tool's machine (docs/gpu.md)
 #
 # Steps (comma-separated in --steps; default: all of them, in this order):
 #   tests   pytest -m cuda (losses on the GPU against float64 CPU, bf16 autocast, CURL updates on the GPU)
 #   losses  benchmarks/losses.py --device cuda (every loss vs InfoNCE and vs paper-style code)
 #   curl    benchmarks/curl_reference.py: CURL updates/s at batch 512, ours vs the reference agent, same GPU;
 #           then ours with the speed flags channels_last, +bf16, +compile (issue 10)
-#   pack    K = 1 2 4 8 concurrent 20k-frame curl runs on the GPU (compare --runs-per-gpu K): total frames/s
+#   pack    K = 1 2 4 8 (--pack-ks) concurrent 20k-frame (--pack-frames) curl runs on the GPU (what compare
+#           --runs-per-gpu K does): total frames/s per K
 #   runs    cartpole-swingup, --frames env frames (default 100k), paper preset, each loss × seed, all at once
 #           on the one GPU (runs that were interrupted are resumed when the suite is started again)
 #   report  benchmarks/gpu_report.py: OUT/gpu_suite.json and the table between the gpu-suite markers of
@@ -37,6 +40,8 @@ EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) STEPS="$2"; shift 2 ;;
+    --pack-ks) PACK_KS="$2"; shift 2 ;;
+    --pack-frames) PACK_FRAMES="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --frames) FRAMES="$2"; shift 2 ;;
     --seeds) SEEDS="$2"; shift 2 ;;
@@ -45,7 +50,7 @@ while [ $# -gt 0 ]; do
     --set) EXTRA+=(--set "$2"); shift 2 ;;
     --results-md) RESULTS_MD="$2"; shift 2 ;;
     --dry-run) DRY=1; shift ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_suite.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

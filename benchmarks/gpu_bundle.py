@@ -1,0 +1,160 @@
+"""Pack what the lent GPU machine lacks, so that ``benchmarks/gpu_suite.sh`` runs there in its first call.
+
+The machine the ``device`` tool lends (H100/H200, Python 3.12, x86-64) has torch, numpy, scipy, matplotlib,
+tensorboard, typer, rich, pluggy, pytest and more, but not stable-baselines3, gymnasium, dm-control, mujoco or
+pydantic, and it reaches no package index. Its files arrive with the working tree, at most 64 MiB in all. The
+wheels of the missing packages take ≈ 90 MB (dm-control 56, mujoco 27), so they cannot travel as they are.
+
+This script, run here (where pip reaches an index):
+
+1. downloads the wheels of :data:`PACKAGES` for the device's Python (``--python-version``, manylinux x86-64) at
+   the versions installed in this environment (the versions the test suite ran with);
+2. unpacks them into one folder (a wheel is a zip of its installed files) and drops what no step of the GPU
+   suite imports (:data:`PRUNE`: dm-control's locomotion and the dog domain's meshes, mujoco's experimental
+   renderers, test folders, byte-code);
+3. writes ``OUT/site.tar.xz`` (≈ 20 MB) and a copy of the reference CURL agent (``OUT/curl_reference``, the
+   ``curl`` step's side-by-side baseline; a transport copy that never enters the repository: ``.device/`` is in
+   ``.gitignore``) and, with ``--gl``, the EGL loader packages that headless MuJoCo rendering needs
+   (``OUT/gl/*.deb``, the device README's recipe).
+
+``benchmarks/gpu_device.sh`` unpacks that on the device and runs the suite. Usage::
+
+    python benchmarks/gpu_bundle.py --gl          # here; writes .device/ (git-ignored)
+    # then, with the device tool: run(carry=[".device"], command="bash benchmarks/gpu_device.sh --steps tests,curl")
+
+``--python-version 3.11`` builds the same bundle for this machine's Python, to check it here (docs/gpu.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PACKAGES = (
+    "stable-baselines3", "gymnasium", "farama-notifications", "cloudpickle",
+    "dm-control", "dm-env", "dm-tree", "labmaze", "mujoco", "glfw", "PyOpenGL", "etils",
+    "pydantic", "pydantic-core", "annotated-types", "typing-inspection", "typing-extensions",
+    "typer", "click", "rich", "shellingham", "pluggy",
+)
+"""Distributions the bundle carries: every runtime dependency of the curl plugin and the CLI that the device image
+lacks, plus the small pure-Python ones whose version the CLI relies on (typer, click, rich, pluggy), which then
+take precedence over the image's own."""
+
+PRUNE = (
+    "dm_control/locomotion", "dm_control/suite/dog_assets", "mujoco/experimental",
+    "mujoco/include", "labmaze/tests",
+)
+"""Unpacked paths dropped from the bundle: nothing the GPU suite runs imports them (the dog domain then cannot
+load its model there)."""
+
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
+             "manylinux1_x86_64")
+"""Wheel platform tags accepted for the device (x86-64 Linux)."""
+
+GL_PACKAGES = ("libvulkan1", "libegl1", "libglvnd0", "libopengl0", "libgl1", "libglx0", "libgles2")
+"""Debian packages of the GL/EGL loaders (the device README's list for headless rendering)."""
+
+
+def pinned(dist: str) -> str:
+    """``dist==version`` as installed in this environment (the version the test suite ran with)."""
+    return f"{dist}=={importlib.metadata.version(dist)}"
+
+
+def download(requirements: list[str], dest: Path, python_version: str) -> list[Path]:
+    """Download the binary wheels of ``requirements`` (no dependencies) for CPython ``python_version``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--implementation",
+           "cp", "--python-version", python_version, "-d", str(dest)]
+    for platform in PLATFORMS:
+        cmd += ["--platform", platform]
+    subprocess.run([*cmd, *requirements], check=True)
+    return sorted(dest.glob("*.whl"))
+
+
+def unpack(wheels: list[Path], site: Path, prune: tuple[str, ...] = PRUNE) -> int:
+    """Unpack ``wheels`` into ``site`` (as ``pip install --target`` lays them out, without scripts), then delete
+    ``prune``, test folders and byte-code; returns the bytes left."""
+    site.mkdir(parents=True, exist_ok=True)
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(site)
+    for data_dir in site.glob("*.data"):  # a wheel's purelib/platlib trees belong at the top level
+        for scheme in ("purelib", "platlib"):
+            for item in (data_dir / scheme).glob("*") if (data_dir / scheme).is_dir() else ():
+                shutil.move(str(item), site / item.name)
+        shutil.rmtree(data_dir)
+    for rel in prune:
+        shutil.rmtree(site / rel, ignore_errors=True)
+    for junk in [*site.rglob("__pycache__"), *site.rglob("tests")]:
+        if junk.is_dir():
+            shutil.rmtree(junk, ignore_errors=True)
+    return sum(f.stat().st_size for f in site.rglob("*") if f.is_file())
+
+
+def pack(site: Path, archive: Path) -> int:
+    """``site``'s contents as ``archive`` (tar.xz, paths relative to ``site``); returns its size in bytes."""
+    with tarfile.open(archive, "w:xz", preset=6) as tar:
+        for item in sorted(site.iterdir()):
+            tar.add(item, arcname=item.name)
+    return archive.stat().st_size
+
+
+def download_gl(dest: Path) -> list[Path]:
+    """The amd64 ``.deb`` files of :data:`GL_PACKAGES` (``apt-get download`` into ``dest``)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    lists = dest.parent / "apt-lists"
+    (lists / "partial").mkdir(parents=True, exist_ok=True)
+    opts = ["-oAPT::Architecture=amd64", "-oAPT::Architectures=amd64", f"-oDir::State::Lists={lists}"]
+    subprocess.run(["apt-get", *opts, "-qq", "update"], check=True)
+    subprocess.run(["apt-get", *opts, "-qq", "download", *GL_PACKAGES], check=True, cwd=dest)
+    shutil.rmtree(lists, ignore_errors=True)
+    return sorted(dest.glob("*.deb"))
+
+
+def tree_bytes(path: Path) -> int:
+    """Bytes of the files under ``path``."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def main() -> None:
+    """Build the bundle (module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / ".device", help="output folder (git-ignored)")
+    parser.add_argument("--python-version", default="3.12", help="the device's Python (default 3.12)")
+    parser.add_argument("--reference-dir", type=Path, default=ROOT.parent / "shared" / "reference" / "curl",
+                        help="the reference CURL agent, copied for the suite's curl step")
+    parser.add_argument("--gl", action="store_true", help="also download the EGL loader .deb files")
+    args = parser.parse_args()
+    out = args.out.resolve()
+    work = out / "build"
+    shutil.rmtree(work, ignore_errors=True)
+    wheels = download([pinned(d) for d in PACKAGES], work / "wheels", args.python_version)
+    print(f"{len(wheels)} wheels, {sum(w.stat().st_size for w in wheels) / 2**20:.1f} MiB")
+    unpacked = unpack(wheels, work / "site")
+    size = pack(work / "site", out / "site.tar.xz")
+    (out / "site.python").write_text(args.python_version + "\n")
+    print(f"site: {unpacked / 2**20:.1f} MiB unpacked -> {out / 'site.tar.xz'}: {size / 2**20:.1f} MiB")
+    shutil.rmtree(work)
+    if args.reference_dir.is_dir():
+        shutil.rmtree(out / "curl_reference", ignore_errors=True)
+        shutil.copytree(args.reference_dir, out / "curl_reference", ignore=shutil.ignore_patterns("__pycache__"))
+        print(f"reference CURL agent copied to {out / 'curl_reference'}")
+    else:
+        print(f"no reference CURL agent at {args.reference_dir}: the suite's curl step will fail there")
+    if args.gl:
+        debs = download_gl(out / "gl")
+        print(f"{len(debs)} EGL loader packages in {out / 'gl'}")
+    total = tree_bytes(out)
+    print(f"{out}: {total / 2**20:.1f} MiB to carry (the device tool's limit is 64 MiB with the working tree)")
+
+
+if __name__ == "__main__":
+    main()

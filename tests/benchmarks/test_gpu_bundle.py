@@ -1,0 +1,119 @@
+"""``benchmarks/gpu_bundle.py`` and ``benchmarks/gpu_device.sh``: the bundle that lets the GPU suite run on a lent
+machine without a package index (docs/gpu.md). Downloads are not exercised here (no index in CI); the unpacking,
+pruning, packing and the device-side wrapper are."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DEVICE_SH = ROOT / "benchmarks" / "gpu_device.sh"
+
+
+def load_bundle_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gpu_bundle", ROOT / "benchmarks" / "gpu_bundle.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fake_wheel(path: Path, files: dict[str, str]) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return path
+
+
+def test_unpack_lays_wheels_out_as_installed_and_prunes_what_the_suite_never_imports(tmp_path: Path) -> None:
+    bundle = load_bundle_module()
+    wheels = [
+        fake_wheel(tmp_path / "a-1.0-py3-none-any.whl", {
+            "a/__init__.py": "VALUE = 1\n", "a/tests/test_a.py": "", "a/__pycache__/x.pyc": "",
+            "a-1.0.dist-info/METADATA": "Name: a\n", "a-1.0.data/purelib/a_extra.py": "EXTRA = 2\n"}),
+        fake_wheel(tmp_path / "dm_control-1.0-py3-none-any.whl", {
+            "dm_control/suite/__init__.py": "", "dm_control/locomotion/big.xml": "x" * 1000}),
+    ]
+    site = tmp_path / "site"
+    size = bundle.unpack(wheels, site, prune=("dm_control/locomotion",))
+    assert (site / "a" / "__init__.py").read_text() == "VALUE = 1\n"
+    assert (site / "a_extra.py").read_text() == "EXTRA = 2\n"  # a .data/purelib file lands at the top level
+    assert (site / "dm_control" / "suite" / "__init__.py").is_file()
+    for gone in ("a/tests", "a/__pycache__", "a-1.0.data", "dm_control/locomotion"):
+        assert not (site / gone).exists(), gone
+    assert size == sum(f.stat().st_size for f in site.rglob("*") if f.is_file())
+    archive = tmp_path / "site.tar.xz"
+    assert bundle.pack(site, archive) == archive.stat().st_size
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+    assert {"a/__init__.py", "a_extra.py", "dm_control/suite/__init__.py"} <= names
+    assert not any(name.startswith("site") or "locomotion" in name for name in names)
+
+
+def test_packages_are_pinned_to_the_versions_installed_here() -> None:
+    bundle = load_bundle_module()
+    assert bundle.pinned("pluggy") == f"pluggy=={importlib.metadata.version('pluggy')}"
+    for dist in ("stable-baselines3", "dm-control", "mujoco", "pydantic", "gymnasium"):
+        assert dist in bundle.PACKAGES  # what the device image lacks (docs/gpu.md)
+        importlib.metadata.version(dist)  # and installed here, so it can be pinned
+
+
+def make_bundle(folder: Path, python_version: str) -> Path:
+    site = folder / "src-site"
+    site.mkdir(parents=True)
+    (site / "bundle_marker.py").write_text("MARK = 'from the bundle'\n")
+    with tarfile.open(folder / "site.tar.xz", "w:xz") as tar:
+        tar.add(site / "bundle_marker.py", arcname="bundle_marker.py")
+    (folder / "site.python").write_text(python_version + "\n")
+    return folder
+
+
+def run_device(tmp_path: Path, bundle: Path, *args: str, python: Path | None = None
+               ) -> subprocess.CompletedProcess[str]:
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    env = {**os.environ, "BUNDLE": str(bundle), "SITE": str(tmp_path / "site"), "PYTHON": str(python or sys.executable),
+           "OUT": str(out), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(["bash", str(DEVICE_SH), *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_device_wrapper_refuses_a_missing_bundle_and_one_built_for_another_python(tmp_path: Path) -> None:
+    missing = run_device(tmp_path, tmp_path / "nowhere", "--dry-run", "--steps", "report")
+    assert missing.returncode == 2 and "gpu_bundle.py" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1
+    wrong = run_device(tmp_path, make_bundle(tmp_path / "old", "2.7"), "--dry-run", "--steps", "report")
+    assert wrong.returncode != 0 and "rebuild it with --python-version" in wrong.stderr
+    assert not (tmp_path / "out" / "gpu-suite.tgz").exists()  # nothing ran
+
+
+@pytest.mark.slow
+def test_device_wrapper_puts_the_bundle_on_the_path_and_returns_the_suite_output(tmp_path: Path) -> None:
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    bundle = make_bundle(tmp_path / "bundle", here)
+    seen = tmp_path / "pythonpath.txt"
+    python = tmp_path / "python.sh"  # records the PYTHONPATH the suite's processes get, then runs Python
+    python.write_text(f'#!/usr/bin/env bash\necho "$PYTHONPATH" >> "{seen}"\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    suite_out = tmp_path / "gs"
+    proc = run_device(tmp_path, bundle, "--dry-run", "--steps", "tests", "--out", str(suite_out), python=python)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert (tmp_path / "site" / "bundle_marker.py").is_file()  # unpacked into SITE
+    assert f"python {here} (bundle built for {here})" in proc.stdout
+    paths = seen.read_text().split()
+    assert paths and all(p.split(":")[:2] == [str(tmp_path / "site"), str(ROOT / "src")] for p in paths)
+    assert (suite_out / "tests.rc").read_text().strip() == "0"
+    returned = {p.name for p in (tmp_path / "out").iterdir()}
+    assert {"gpu-suite.tgz", "results.md"} <= returned
+    with tarfile.open(tmp_path / "out" / "gpu-suite.tgz") as tar:
+        assert any(name.endswith("tests.log") for name in tar.getnames())
