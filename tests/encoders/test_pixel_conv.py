@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from unittest import mock
 
 import pytest
@@ -79,43 +78,3 @@ def test_head_reads_the_unflattened_map_as_a_linear_layer_on_its_flattening(chan
     assert torch.allclose(x.grad, x_plain.grad, atol=1e-5)
     assert torch.allclose(head.weight.grad, plain.weight.grad, atol=1e-5)
     assert torch.allclose(head.bias.grad, plain.bias.grad, atol=1e-6)
-
-
-def test_channels_last_map_kernel_is_copied_once_per_weight_version() -> None:
-    """The channels-last kernel of ``MapLinear`` is one copy per weight version: reused while ``weight`` is
-    unchanged, rebuilt after an in-place change (an optimiser step), rebuilt with a graph for a gradient pass that
-    follows a no-gradient one; gradients through a reused kernel add up; ``deepcopy`` leaves it behind."""
-    from contrastlab.encoders.pixel_conv import MapLinear
-
-    torch.manual_seed(0)
-    head = MapLinear(8 * 5 * 5, 6)
-    x = torch.randn(64, 8, 5, 5).contiguous(memory_format=torch.channels_last)
-
-    def plain(h: MapLinear) -> torch.Tensor:
-        return torch.nn.functional.linear(x.flatten(1), h.weight, h.bias)
-
-    with torch.no_grad():
-        assert torch.allclose(head(x), plain(head), atol=1e-5)
-        first = head.map_kernel(x.shape[1:])
-        assert head.map_kernel(x.shape[1:]) is first  # same version: no copy
-    assert first.grad_fn is None and first.is_contiguous(memory_format=torch.channels_last)
-    head(x).sum().backward()  # needs the weight's gradient: a copy with a graph
-    kernel = head.map_kernel(x.shape[1:])
-    assert kernel is not first and kernel.grad_fn is not None
-    head(x).sum().backward()  # the same kernel again: its gradient adds to the first one
-    assert head.map_kernel(x.shape[1:]) is kernel
-    expected = torch.autograd.grad(plain(head).sum(), head.weight)[0]
-    assert torch.allclose(head.weight.grad, 2 * expected, atol=1e-4)
-    torch.optim.SGD(head.parameters(), lr=0.1).step()  # in place: a new version
-    with torch.no_grad():
-        assert torch.allclose(head(x), plain(head), atol=1e-5)
-    assert head.map_kernel(x.shape[1:]) is not kernel
-    kernel = head.map_kernel(x.shape[1:])
-    head.weight = torch.nn.Parameter(torch.randn_like(head.weight))  # a new parameter object
-    assert head.map_kernel(x.shape[1:]) is not kernel
-    with torch.no_grad():
-        assert torch.allclose(head(x), plain(head), atol=1e-5)
-    twin = copy.deepcopy(head)
-    assert "_kernel" not in twin.__dict__ and "_kernel" in head.__dict__
-    with torch.no_grad():
-        assert torch.equal(twin(x), head(x))

@@ -54,9 +54,11 @@ class MapLinear(nn.Linear):
     convolution's weight reorder than they save, and CUDA keeps its GEMM: both flatten and multiply as a plain
     ``Linear``. Parameters, initialisation and checkpoints are those of ``nn.Linear``; values agree to rounding.
 
-    For a channels-last map the kernel is used in the map's layout, copied from ``weight`` once per weight version
-    (:meth:`map_kernel`): oneDNN then neither reorders an NCHW kernel at every pass nor returns its gradient in
-    NCHW (CURL's head, forward + backward at batch 128: 12.3 → 8.3 ms).
+    For a channels-last map the kernel is copied into the map's layout at each pass (0.3 ms for CURL's head): oneDNN
+    then neither reorders an NCHW kernel nor returns its gradient in NCHW, which costs more (CURL's head, forward +
+    backward at batch 128: 12.3 ms with the NCHW view, 8.3 ms with a channels-last kernel, before the copy). The
+    copy is not cached: fused Adam and SB3's ``polyak_update`` (through ``.data``) change the weight without moving
+    its version counter, so no cheap key tells when a cached copy is stale.
     """
 
     map_min_batch = 64
@@ -65,35 +67,11 @@ class MapLinear(nn.Linear):
     def forward(self, x: Tensor) -> Tensor:
         """``[B, in_features]`` or a map ``[B, C, H, W]`` with ``C·H·W = in_features`` → ``[B, out_features]``."""
         if x.dim() == 4 and x.device.type == "cpu" and x.shape[0] >= self.map_min_batch:
-            if x.is_contiguous() or not x.is_contiguous(memory_format=torch.channels_last):
-                kernel = self.weight.view(self.out_features, *x.shape[1:])  # an NCHW map: the view is its layout
-            else:
-                kernel = self.map_kernel(x.shape[1:])
+            kernel = self.weight.view(self.out_features, *x.shape[1:])  # the NCHW view: no copy
+            if x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
+                kernel = kernel.contiguous(memory_format=torch.channels_last)  # the map's layout (class docstring)
             return F.conv2d(x, kernel, self.bias).flatten(1)
         return super().forward(x.flatten(1))
-
-    def map_kernel(self, map_shape: torch.Size) -> Tensor:
-        """``weight`` as a channels-last whole-map kernel ``[out, C, H, W]``, differentiable w.r.t. ``weight``.
-
-        Kept until ``weight`` changes: its version counter moves at every in-place write (an optimiser step, an
-        EMA update, ``load_state_dict``) and its storage at a device move, and either makes a fresh copy. A copy made
-        without gradient tracking is not reused by a pass that needs the weight's gradient.
-        """
-        weight = self.weight
-        key = (weight._version, weight.data_ptr(), tuple(map_shape))
-        cached = self.__dict__.get("_kernel")  # (weight, key, kernel): holding weight keeps its address unique
-        needs_graph = torch.is_grad_enabled() and weight.requires_grad
-        if (cached is None or cached[0] is not weight or cached[1] != key
-                or (needs_graph and cached[2].grad_fn is None)):
-            kernel = weight.view(self.out_features, *map_shape).contiguous(memory_format=torch.channels_last)
-            cached = self.__dict__["_kernel"] = (weight, key, kernel)
-        return cached[2]
-
-    def __getstate__(self) -> dict:
-        """Module state for pickling and ``copy.deepcopy``, without the kernel copy (rebuilt on the next pass)."""
-        state = super().__getstate__()
-        state.pop("_kernel", None)
-        return state
 
 
 class PixelConvEncoder(nn.Module):

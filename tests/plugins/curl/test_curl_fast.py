@@ -286,3 +286,32 @@ def test_the_actor_step_computes_no_q_head_weight_gradients() -> None:
         hook.remove()
     assert set(counts.values()) == {2}  # 2 updates, each with an actor step: the critic loss' gradient only
     assert any(not torch.equal(a, p) for a, p in zip(actor_before, agent.actor.parameters(), strict=True))
+
+
+def test_whole_map_heads_follow_their_weights_through_real_updates() -> None:
+    """At batch >= ``MapLinear.map_min_batch`` with channels-last maps, every head (online, key, actor) gives
+    ``F.linear`` of the flattened map with its current weight after updates that change the weights through fused
+    Adam and SB3's ``polyak_update``. Neither moves a tensor's version counter, so a head that cached its
+    channels-last kernel by version (as one did during stop 19) would keep computing with the old weights."""
+    import torch.nn.functional as F
+
+    from contrastlab.encoders.pixel_conv import MapLinear
+
+    agent = tiny_agent(extra=("agent.channels_last=true", "agent.actor_update_freq=1", "agent.target_update_freq=1"))
+    heads = {"online": agent.policy.encoder.net.head[0], "key": agent.policy.key_encoder.net.head[0],
+             "actor": agent.actor.features_extractor.head[0]}
+    assert all(isinstance(head, MapLinear) for head in heads.values())
+    batch = MapLinear.map_min_batch
+    views, _ = agent.sample_views(batch)
+    x = agent.policy.encoder.prepare(views[0])
+    with torch.no_grad():
+        maps = agent.policy.encoder.trunk(x)  # channels-last [B, C, s, s]
+    assert maps.is_contiguous(memory_format=torch.channels_last) and not maps.is_contiguous()
+    before = {name: head.weight.detach().clone() for name, head in heads.items()}
+    for _ in range(3):
+        agent.train(gradient_steps=1, batch_size=batch)
+        with torch.no_grad():
+            for name, head in heads.items():
+                expected = F.linear(maps.flatten(1), head.weight, head.bias)
+                assert torch.allclose(head(maps), expected, atol=1e-4, rtol=1e-4), name
+    assert all(not torch.equal(before[name], head.weight) for name, head in heads.items())
