@@ -88,8 +88,8 @@ def unpack(wheels: list[Path], site: Path, prune: tuple[str, ...] = PRUNE) -> in
             archive.extractall(site)
     for data_dir in site.glob("*.data"):  # a wheel's purelib/platlib trees belong at the top level
         for scheme in ("purelib", "platlib"):
-            for item in (data_dir / scheme).glob("*") if (data_dir / scheme).is_dir() else ():
-                shutil.move(str(item), site / item.name)
+            if (data_dir / scheme).is_dir():
+                shutil.copytree(data_dir / scheme, site, dirs_exist_ok=True)  # merges into existing packages
         shutil.rmtree(data_dir)
     for rel in prune:
         shutil.rmtree(site / rel, ignore_errors=True)
@@ -119,6 +119,18 @@ def download_gl(dest: Path) -> list[Path]:
     return sorted(dest.glob("*.deb"))
 
 
+def copy_writable(src: Path, dest: Path) -> None:
+    """Copy the folder ``src`` to ``dest`` (replacing it) with owner-writable modes, so the next build can replace
+    it again (the shared reference tree is read-only)."""
+    if dest.exists():
+        for item in [dest, *dest.rglob("*")]:
+            item.chmod(item.stat().st_mode | 0o200)
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    for item in [dest, *dest.rglob("*")]:
+        item.chmod(item.stat().st_mode | 0o200)
+
+
 def tree_bytes(path: Path) -> int:
     """Bytes of the files under ``path``."""
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
@@ -131,8 +143,13 @@ def main() -> None:
     parser.add_argument("--python-version", default="3.12", help="the device's Python (default 3.12)")
     parser.add_argument("--reference-dir", type=Path, default=ROOT.parent / "shared" / "reference" / "curl",
                         help="the reference CURL agent, copied for the suite's curl step")
+    parser.add_argument("--no-reference", action="store_true",
+                        help="build without the reference agent (the suite's curl step then fails on the device)")
     parser.add_argument("--gl", action="store_true", help="also download the EGL loader .deb files")
     args = parser.parse_args()
+    if not args.no_reference and not (args.reference_dir / "curl_sac.py").is_file():
+        parser.error(f"no reference CURL agent (curl_sac.py) in {args.reference_dir}: give --reference-dir, "
+                     "or --no-reference to build without it")
     out = args.out.resolve()
     work = out / "build"
     shutil.rmtree(work, ignore_errors=True)
@@ -143,12 +160,9 @@ def main() -> None:
     (out / "site.python").write_text(args.python_version + "\n")
     print(f"site: {unpacked / 2**20:.1f} MiB unpacked -> {out / 'site.tar.xz'}: {size / 2**20:.1f} MiB")
     shutil.rmtree(work)
-    if args.reference_dir.is_dir():
-        shutil.rmtree(out / "curl_reference", ignore_errors=True)
-        shutil.copytree(args.reference_dir, out / "curl_reference", ignore=shutil.ignore_patterns("__pycache__"))
+    if not args.no_reference:
+        copy_writable(args.reference_dir, out / "curl_reference")
         print(f"reference CURL agent copied to {out / 'curl_reference'}")
-    else:
-        print(f"no reference CURL agent at {args.reference_dir}: the suite's curl step will fail there")
     if args.gl:
         debs = download_gl(out / "gl")
         print(f"{len(debs)} EGL loader packages in {out / 'gl'}")

@@ -40,7 +40,8 @@ def test_unpack_lays_wheels_out_as_installed_and_prunes_what_the_suite_never_imp
     wheels = [
         fake_wheel(tmp_path / "a-1.0-py3-none-any.whl", {
             "a/__init__.py": "VALUE = 1\n", "a/tests/test_a.py": "", "a/__pycache__/x.pyc": "",
-            "a-1.0.dist-info/METADATA": "Name: a\n", "a-1.0.data/purelib/a_extra.py": "EXTRA = 2\n"}),
+            "a-1.0.dist-info/METADATA": "Name: a\n", "a-1.0.data/purelib/a_extra.py": "EXTRA = 2\n",
+            "a-1.0.data/platlib/a/_native.py": "NATIVE = 3\n"}),
         fake_wheel(tmp_path / "dm_control-1.0-py3-none-any.whl", {
             "dm_control/suite/__init__.py": "", "dm_control/locomotion/big.xml": "x" * 1000}),
     ]
@@ -48,6 +49,7 @@ def test_unpack_lays_wheels_out_as_installed_and_prunes_what_the_suite_never_imp
     size = bundle.unpack(wheels, site, prune=("dm_control/locomotion",))
     assert (site / "a" / "__init__.py").read_text() == "VALUE = 1\n"
     assert (site / "a_extra.py").read_text() == "EXTRA = 2\n"  # a .data/purelib file lands at the top level
+    assert (site / "a" / "_native.py").read_text() == "NATIVE = 3\n"  # merged into the existing package
     assert (site / "dm_control" / "suite" / "__init__.py").is_file()
     for gone in ("a/tests", "a/__pycache__", "a-1.0.data", "dm_control/locomotion"):
         assert not (site / gone).exists(), gone
@@ -78,12 +80,12 @@ def make_bundle(folder: Path, python_version: str) -> Path:
     return folder
 
 
-def run_device(tmp_path: Path, bundle: Path, *args: str, python: Path | None = None
+def run_device(tmp_path: Path, bundle: Path, *args: str, python: Path | None = None, **env_extra: str
                ) -> subprocess.CompletedProcess[str]:
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
     env = {**os.environ, "BUNDLE": str(bundle), "SITE": str(tmp_path / "site"), "PYTHON": str(python or sys.executable),
-           "OUT": str(out), "OMP_NUM_THREADS": "1"}
+           "OUT": str(out), "OMP_NUM_THREADS": "1", **env_extra}
     return subprocess.run(["bash", str(DEVICE_SH), *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
 
@@ -94,7 +96,59 @@ def test_device_wrapper_refuses_a_missing_bundle_and_one_built_for_another_pytho
     assert len(missing.stderr.strip().splitlines()) == 1
     wrong = run_device(tmp_path, make_bundle(tmp_path / "old", "2.7"), "--dry-run", "--steps", "report")
     assert wrong.returncode != 0 and "rebuild it with --python-version" in wrong.stderr
+    assert not (tmp_path / "site").exists()  # refused before unpacking: a rebuilt bundle is not shadowed
     assert not (tmp_path / "out" / "gpu-suite.tgz").exists()  # nothing ran
+
+
+def test_bundle_script_refuses_a_missing_reference_agent_before_downloading(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_bundle.py"), "--out", str(tmp_path / "b"),
+                           "--reference-dir", str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--no-reference" in proc.stderr
+    assert not (tmp_path / "b").exists()
+
+
+def test_copy_writable_replaces_a_read_only_copy(tmp_path: Path) -> None:
+    bundle = load_bundle_module()
+    src = tmp_path / "ref"
+    src.mkdir()
+    (src / "curl_sac.py").write_text("A = 1\n")
+    (src / "curl_sac.py").chmod(0o444)
+    src.chmod(0o555)
+    try:
+        for _ in range(2):  # the second copy replaces the first
+            bundle.copy_writable(src, tmp_path / "copy")
+        assert (tmp_path / "copy" / "curl_sac.py").read_text() == "A = 1\n"
+        assert all(p.stat().st_mode & 0o200 for p in [tmp_path / "copy", *(tmp_path / "copy").rglob("*")])
+    finally:
+        src.chmod(0o755)
+
+
+def test_device_wrapper_stops_the_suite_at_its_time_limit_and_still_returns_its_output(tmp_path: Path) -> None:
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    bundle = make_bundle(tmp_path / "bundle", here)
+    proc = run_device(tmp_path, bundle, "--dry-run", "--steps", "tests", "--out", str(tmp_path / "gs"),
+                      GPU_DEVICE_TIMEOUT="2")
+    assert proc.returncode == 124, proc.stdout[-1000:] + proc.stderr[-1000:]
+    assert "stopping the suite after 2 s" in proc.stderr
+    assert (tmp_path / "out" / "gpu-suite.tgz").is_file()  # what the suite wrote before the stop comes back
+
+
+def test_device_wrapper_unpacks_a_rebuilt_bundle_again(tmp_path: Path) -> None:
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    bundle = make_bundle(tmp_path / "bundle", here)
+    assert run_device(tmp_path, bundle, "--dry-run", "--steps", "report", "--out", str(tmp_path / "gs")
+                      ).returncode == 0
+    (tmp_path / "site" / "stale.py").write_text("")
+    rebuilt = tmp_path / "bundle2"
+    rebuilt.mkdir()
+    with tarfile.open(rebuilt / "site.tar.xz", "w:xz") as tar:
+        new = tmp_path / "new_marker.py"
+        new.write_text("")
+        tar.add(new, arcname="new_marker.py")
+    (rebuilt / "site.python").write_text(here + "\n")
+    assert run_device(tmp_path, rebuilt, "--dry-run", "--steps", "report", "--out", str(tmp_path / "gs")
+                      ).returncode == 0
+    assert (tmp_path / "site" / "new_marker.py").is_file() and not (tmp_path / "site" / "stale.py").exists()
 
 
 @pytest.mark.slow
