@@ -50,17 +50,20 @@ fi
 (bundle built for $(cat "$BUNDLE/site.python" 2>/dev/null || echo '?')), torch {torch.__version__}, \
 CUDA available: {torch.cuda.is_available()}')"
 
-# the suite in its own process group, so that a stop reaches the training processes it starts in the background
-setsid bash benchmarks/gpu_suite.sh "$@" &
+# the suite in its own process group (setsid), so that a stop reaches the training processes it starts in the
+# background; without setsid only the suite's shell is signalled
+SETSID=(); if command -v setsid > /dev/null; then SETSID=(setsid); fi
+"${SETSID[@]}" bash benchmarks/gpu_suite.sh "$@" &
 suite=$!
 limit="${GPU_DEVICE_TIMEOUT:-540}"
 fired="$(mktemp -u)"
-setsid bash -c 'sleep "$1" && touch "$3" && echo "gpu_device.sh: stopping the suite after $1 s" >&2 \
-  && kill -INT -- "-$2" 2>/dev/null && sleep 20 && kill -KILL -- "-$2" 2>/dev/null' _ "$limit" "$suite" "$fired" &
+"${SETSID[@]}" bash -c 'stop() { kill "-$1" -- "-$2" 2>/dev/null || kill "-$1" "$2" 2>/dev/null; }
+  sleep "$1" && touch "$3" && echo "gpu_device.sh: stopping the suite after $1 s" >&2 \
+  && stop INT "$2" && sleep 20 && stop KILL "$2"' _ "$limit" "$suite" "$fired" &
 watchdog=$!
 rc=0
 wait "$suite" || rc=$?
-kill -- "-$watchdog" 2>/dev/null || true
+kill -- "-$watchdog" 2>/dev/null || kill "$watchdog" 2>/dev/null || true
 kill -KILL -- "-$suite" 2>/dev/null || true  # leave nothing running into the next call
 if [ -e "$fired" ]; then rc=124; rm -f "$fired"; fi
 
