@@ -136,6 +136,50 @@ def tree_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
+OUTPUTS = ("site.tar.xz", "site.python", "curl_reference", "gl", "build", "apt-lists")
+"""Everything a build writes into its output folder; all of it is removed first, so a failed or narrower build
+never leaves an earlier build's files to be carried."""
+
+
+def build(out: Path, python_version: str, reference_dir: Path | None, gl: bool) -> None:
+    """Write the bundle into ``out`` (module docstring); on failure nothing of it is left there."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in OUTPUTS:
+        path = out / name
+        if path.is_dir():
+            for item in [path, *path.rglob("*")]:
+                item.chmod(item.stat().st_mode | 0o200)
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    work = out / "build"
+    try:
+        wheels = download([pinned(d) for d in PACKAGES], work / "wheels", python_version)
+        print(f"{len(wheels)} wheels, {sum(w.stat().st_size for w in wheels) / 2**20:.1f} MiB")
+        unpacked = unpack(wheels, work / "site")
+        size = pack(work / "site", work / "site.tar.xz")
+        if reference_dir is not None:
+            copy_writable(reference_dir, out / "curl_reference")
+            print(f"reference CURL agent copied to {out / 'curl_reference'}")
+        if gl:
+            debs = download_gl(out / "gl")
+            print(f"{len(debs)} EGL loader packages in {out / 'gl'}")
+        (out / "site.python").write_text(python_version + "\n")
+        (work / "site.tar.xz").replace(out / "site.tar.xz")  # last: a bundle exists only when complete
+        print(f"site: {unpacked / 2**20:.1f} MiB unpacked -> {out / 'site.tar.xz'}: {size / 2**20:.1f} MiB")
+    except BaseException:
+        for name in OUTPUTS:
+            path = out / name
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            elif path.exists():
+                path.unlink()
+        raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(out / "apt-lists", ignore_errors=True)
+
+
 def main() -> None:
     """Build the bundle (module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -151,21 +195,7 @@ def main() -> None:
         parser.error(f"no reference CURL agent (curl_sac.py) in {args.reference_dir}: give --reference-dir, "
                      "or --no-reference to build without it")
     out = args.out.resolve()
-    work = out / "build"
-    shutil.rmtree(work, ignore_errors=True)
-    wheels = download([pinned(d) for d in PACKAGES], work / "wheels", args.python_version)
-    print(f"{len(wheels)} wheels, {sum(w.stat().st_size for w in wheels) / 2**20:.1f} MiB")
-    unpacked = unpack(wheels, work / "site")
-    size = pack(work / "site", out / "site.tar.xz")
-    (out / "site.python").write_text(args.python_version + "\n")
-    print(f"site: {unpacked / 2**20:.1f} MiB unpacked -> {out / 'site.tar.xz'}: {size / 2**20:.1f} MiB")
-    shutil.rmtree(work)
-    if not args.no_reference:
-        copy_writable(args.reference_dir, out / "curl_reference")
-        print(f"reference CURL agent copied to {out / 'curl_reference'}")
-    if args.gl:
-        debs = download_gl(out / "gl")
-        print(f"{len(debs)} EGL loader packages in {out / 'gl'}")
+    build(out, args.python_version, None if args.no_reference else args.reference_dir, args.gl)
     total = tree_bytes(out)
     print(f"{out}: {total / 2**20:.1f} MiB to carry (the device tool's limit is 64 MiB with the working tree)")
 

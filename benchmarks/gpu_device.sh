@@ -7,24 +7,33 @@
 # Checks that the bundle was built for this Python, unpacks .device/site.tar.xz into /tmp/site (again only when the
 # bundle changed) and the EGL loaders of .device/gl/*.deb when the machine has no libEGL; sets PYTHONPATH (bundle,
 # then src/), PYTHON=python3 (the image's torch), CURL_REFERENCE_DIR=.device/curl_reference and MUJOCO_GL=egl;
-# runs the suite with the arguments given, stopping it (SIGINT to all its processes, then SIGKILL) after
-# GPU_DEVICE_TIMEOUT seconds (default 540, inside the tool's 600 s limit); then copies what the suite wrote into
-# $OUT, the folder the tool brings back, also after a stop: gpu-suite.tgz (logs, JSON and each run's config,
-# metrics, summary and curves; no checkpoints), gpu_suite.json and results.md (after the report step).
+# runs the suite with the arguments given in its own process group. GPU_DEVICE_TIMEOUT seconds (default 540)
+# after this script started, or when this script gets SIGTERM/SIGINT/SIGHUP, it sends SIGTERM to every process of
+# the suite (a training run then stops as on Ctrl-C: marked interrupted, resumable), and SIGKILL to what is left
+# 30 s later. Then it copies what the suite wrote into $OUT, the folder the tool brings back, also after a stop:
+# gpu-suite.tgz (logs, JSON and each run's config, metrics, summary and curves; no checkpoints), gpu_suite.json,
+# and results.md when the report step ran. A command the tool kills at its own limit returns nothing, so set
+# GPU_DEVICE_TIMEOUT to about min(timeout_s, budget_left_s) - 60.
 # Environment: BUNDLE (default .device), SITE (default /tmp/site), PYTHON, OUT, GPU_DEVICE_TIMEOUT.
 # A warm machine keeps /tmp/site and gpu-suite/ between calls, so the steps can be split over several calls
-# (docs/gpu.md). Exit status: the suite's (124 when it was stopped at the time limit).
+# (docs/gpu.md). Exit status: the suite's, 124 when it was stopped at the time limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUNDLE="${BUNDLE:-.device}"
 SITE="${SITE:-/tmp/site}"
 PYTHON="${PYTHON:-python3}"
+GRACE=30
 if [ ! -f "$BUNDLE/site.tar.xz" ]; then
   echo "gpu_device.sh: no $BUNDLE/site.tar.xz; run 'python benchmarks/gpu_bundle.py --gl' here and carry $BUNDLE" >&2
   exit 2
 fi
+if ! command -v setsid > /dev/null; then
+  echo "gpu_device.sh: needs setsid (util-linux) to stop the suite's processes at the time limit" >&2
+  exit 2
+fi
 BUNDLE="$(cd "$BUNDLE" && pwd)"
-"$PYTHON" - "$(cat "$BUNDLE/site.python" 2>/dev/null || echo '?')" <<'EOF'
+built="$(cat "$BUNDLE/site.python" 2>/dev/null || echo '?')"
+"$PYTHON" - "$built" <<'EOF'
 import sys
 
 built = sys.argv[1]
@@ -34,7 +43,14 @@ if built not in ("?", here):
 EOF
 stamp="$(cksum < "$BUNDLE/site.tar.xz")"
 if [ "$(cat "$SITE/.bundle" 2>/dev/null || true)" != "$stamp" ]; then  # first call, or a rebuilt bundle
-  rm -rf "$SITE" && mkdir -p "$SITE" && tar -xJf "$BUNDLE/site.tar.xz" -C "$SITE" && echo "$stamp" > "$SITE/.bundle"
+  rm -rf "$SITE"
+  mkdir -p "$SITE"
+  if ! tar -xJf "$BUNDLE/site.tar.xz" -C "$SITE"; then
+    rm -rf "$SITE"
+    echo "gpu_device.sh: cannot unpack $BUNDLE/site.tar.xz (truncated or corrupt?); rebuild it with gpu_bundle.py" >&2
+    exit 2
+  fi
+  echo "$stamp" > "$SITE/.bundle"
 fi
 if compgen -G "$BUNDLE/gl/*.deb" > /dev/null && ! grep -q 'libEGL\.so\.1' < <(ldconfig -p 2>/dev/null || true); then
   for f in "$BUNDLE"/gl/*.deb; do dpkg -x "$f" /; done
@@ -46,34 +62,49 @@ export PYTHONPATH="$SITE:$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHON MUJOCO_GL="
 if [ -d "$BUNDLE/curl_reference" ] && [ -z "${CURL_REFERENCE_DIR:-}" ]; then
   export CURL_REFERENCE_DIR="$BUNDLE/curl_reference"
 fi
-"$PYTHON" -c "import sys, torch; print(f'python {sys.version_info[0]}.{sys.version_info[1]} \
-(bundle built for $(cat "$BUNDLE/site.python" 2>/dev/null || echo '?')), torch {torch.__version__}, \
-CUDA available: {torch.cuda.is_available()}')"
+"$PYTHON" -c "import sys, torch; print(f'python {sys.version_info[0]}.{sys.version_info[1]} (bundle built for \
+$built), torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}')"
 
-# the suite in its own process group (setsid), so that a stop reaches the training processes it starts in the
-# background; without setsid only the suite's shell is signalled
-SETSID=(); if command -v setsid > /dev/null; then SETSID=(setsid); fi
-"${SETSID[@]}" bash benchmarks/gpu_suite.sh "$@" &
+# The suite in its own process group (setsid), so that a stop reaches the training processes it starts in the
+# background. SIGTERM, not SIGINT: a non-interactive shell starts its background jobs with SIGINT ignored.
+setsid bash benchmarks/gpu_suite.sh "$@" &
 suite=$!
-limit="${GPU_DEVICE_TIMEOUT:-540}"
+stop_suite() { kill -TERM -- "-$suite" 2>/dev/null || true; }
+trap 'echo "gpu_device.sh: stopping the suite (signal)" >&2; stop_suite' TERM INT HUP
+limit=$(( ${GPU_DEVICE_TIMEOUT:-540} - SECONDS ))  # counted from this script's start
+(( limit > 0 )) || limit=1
 fired="$(mktemp -u)"
-"${SETSID[@]}" bash -c 'stop() { kill "-$1" -- "-$2" 2>/dev/null || kill "-$1" "$2" 2>/dev/null; }
-  sleep "$1" && touch "$3" && echo "gpu_device.sh: stopping the suite after $1 s" >&2 \
-  && stop INT "$2" && sleep 20 && stop KILL "$2"' _ "$limit" "$suite" "$fired" &
+setsid bash -c 'sleep "$1" && touch "$3" && echo "gpu_device.sh: stopping the suite after the time limit" >&2 \
+  && kill -TERM -- "-$2" 2>/dev/null' _ "$limit" "$suite" "$fired" &
 watchdog=$!
 rc=0
-wait "$suite" || rc=$?
-kill -- "-$watchdog" 2>/dev/null || kill "$watchdog" 2>/dev/null || true
+while true; do  # `wait` returns early when a trapped signal arrives; wait again for the suite itself
+  wait "$suite" && rc=0 || rc=$?
+  kill -0 "$suite" 2>/dev/null || break
+done
+kill -- "-$watchdog" 2>/dev/null || true
+for ((i = 0; i < GRACE; i++)); do  # the runs finish their interrupt handling (checkpoint state, run.json)
+  kill -0 -- "-$suite" 2>/dev/null || break
+  sleep 1
+done
 kill -KILL -- "-$suite" 2>/dev/null || true  # leave nothing running into the next call
-if [ -e "$fired" ]; then rc=124; rm -f "$fired"; fi
+trap - TERM INT HUP
+if [ -e "$fired" ]; then
+  rm -f "$fired"
+  if (( rc >= 128 )); then rc=124; fi  # stopped (not a suite that ended just as the limit came)
+fi
 
 out="gpu-suite"
+steps="all"
 args=("$@")
-for ((i = 0; i < ${#args[@]} - 1; i++)); do [ "${args[i]}" = "--out" ] && out="${args[i + 1]}"; done
+for ((i = 0; i < ${#args[@]} - 1; i++)); do
+  case "${args[i]}" in --out) out="${args[i + 1]}" ;; --steps) steps="${args[i + 1]}" ;; esac
+done
 if [ -n "${OUT:-}" ] && [ -d "$out" ]; then
   tar -czf "$OUT/gpu-suite.tgz" --exclude='*.pt' --exclude='checkpoints' -C "$(dirname "$out")" "$(basename "$out")"
   if [ -f "$out/gpu_suite.json" ]; then cp "$out/gpu_suite.json" "$OUT/"; fi
-  if [ -f "$out/results.md" ]; then cp "$out/results.md" "$OUT/"; else cp docs/results.md "$OUT/"; fi
+  if [ -f "$out/results.md" ]; then cp "$out/results.md" "$OUT/"
+  elif [[ "$steps" == all || ",$steps," == *,report,* ]]; then cp docs/results.md "$OUT/"; fi
   echo "gpu_device.sh: copied $out (no checkpoints) into \$OUT"
 fi
 exit "$rc"

@@ -129,7 +129,7 @@ def test_device_wrapper_stops_the_suite_at_its_time_limit_and_still_returns_its_
     proc = run_device(tmp_path, bundle, "--dry-run", "--steps", "tests", "--out", str(tmp_path / "gs"),
                       GPU_DEVICE_TIMEOUT="2")
     assert proc.returncode == 124, proc.stdout[-1000:] + proc.stderr[-1000:]
-    assert "stopping the suite after 2 s" in proc.stderr
+    assert "stopping the suite after the time limit" in proc.stderr
     assert (tmp_path / "out" / "gpu-suite.tgz").is_file()  # what the suite wrote before the stop comes back
 
 
@@ -138,6 +138,7 @@ def test_device_wrapper_unpacks_a_rebuilt_bundle_again(tmp_path: Path) -> None:
     bundle = make_bundle(tmp_path / "bundle", here)
     assert run_device(tmp_path, bundle, "--dry-run", "--steps", "report", "--out", str(tmp_path / "gs")
                       ).returncode == 0
+    assert "<!-- gpu-suite:begin -->" in (tmp_path / "out" / "results.md").read_text()  # the report comes back
     (tmp_path / "site" / "stale.py").write_text("")
     rebuilt = tmp_path / "bundle2"
     rebuilt.mkdir()
@@ -168,6 +169,35 @@ def test_device_wrapper_puts_the_bundle_on_the_path_and_returns_the_suite_output
     assert paths and all(p.split(":")[:2] == [str(tmp_path / "site"), str(ROOT / "src")] for p in paths)
     assert (suite_out / "tests.rc").read_text().strip() == "0"
     returned = {p.name for p in (tmp_path / "out").iterdir()}
-    assert {"gpu-suite.tgz", "results.md"} <= returned
+    assert "gpu-suite.tgz" in returned and "results.md" not in returned  # no report step, no results.md
     with tarfile.open(tmp_path / "out" / "gpu-suite.tgz") as tar:
         assert any(name.endswith("tests.log") for name in tar.getnames())
+
+
+def test_build_replaces_an_earlier_bundle_and_leaves_nothing_when_it_fails(tmp_path: Path, monkeypatch) -> None:
+    bundle = load_bundle_module()
+    out, ref = tmp_path / "device", tmp_path / "ref"
+    ref.mkdir()
+    (ref / "curl_sac.py").write_text("A = 1\n")
+    (out / "gl").mkdir(parents=True)
+    (out / "gl" / "old.deb").write_text("")  # from an earlier build with --gl
+    (out / "site.python").write_text("3.9\n")
+
+    def fake_download(requirements: list[str], dest: Path, python_version: str) -> list[Path]:
+        dest.mkdir(parents=True)
+        return [fake_wheel(dest / "a-1.0-py3-none-any.whl", {"a/__init__.py": ""})]
+
+    monkeypatch.setattr(bundle, "download", fake_download)
+    bundle.build(out, "3.12", ref, gl=False)
+    assert sorted(p.name for p in out.iterdir()) == ["curl_reference", "site.python", "site.tar.xz"]
+    assert (out / "site.python").read_text() == "3.12\n"
+    with tarfile.open(out / "site.tar.xz") as tar:
+        assert "a/__init__.py" in tar.getnames()
+
+    def failing_download(requirements: list[str], dest: Path, python_version: str) -> list[Path]:
+        raise RuntimeError("no index")
+
+    monkeypatch.setattr(bundle, "download", failing_download)
+    with pytest.raises(RuntimeError, match="no index"):
+        bundle.build(out, "3.12", ref, gl=False)
+    assert list(out.iterdir()) == []  # no half bundle, no earlier bundle, no build folder to carry
