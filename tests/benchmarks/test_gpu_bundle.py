@@ -85,7 +85,7 @@ def run_device(tmp_path: Path, bundle: Path, *args: str, python: Path | None = N
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
     env = {**os.environ, "BUNDLE": str(bundle), "SITE": str(tmp_path / "site"), "PYTHON": str(python or sys.executable),
-           "OUT": str(out), "OMP_NUM_THREADS": "1", **env_extra}
+           "OUT": str(out), "OMP_NUM_THREADS": "1", "PYTHONPATH": "", **env_extra}
     return subprocess.run(["bash", str(DEVICE_SH), *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
 
