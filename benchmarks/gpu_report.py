@@ -39,6 +39,34 @@ def pytest_summary(out: Path) -> dict[str, Any] | None:
     return {"counts": counts, "exit_code": None if rc is None else int(rc)}
 
 
+ISSUE10_SPEEDUP = 5.0
+"""Issue 10: our CURL updates/s at batch 512 at least this many times the reference's on the same GPU."""
+ISSUE10_PACK = (4, 0.7)
+"""Issue 10: at least this many concurrent runs on one GPU, each at this fraction of the single-run speed."""
+
+PACK_LINE = re.compile(r"K=(\d+) runs: (\d+) s wall, (\d+) env frames/s in total, (\d+) failed")
+
+
+def curl_flag_variants(out: Path) -> list[dict[str, Any]]:
+    """The ``curl`` step's runs with speed flags (``curl_reference_<flags>.json``), in the order of their flags."""
+    variants = [_read_json(path) for path in sorted(out.glob("curl_reference_*.json"))]
+    return sorted((v for v in variants if v), key=lambda v: len(v.get("sets", [])))
+
+
+def pack_summary(out: Path) -> list[dict[str, Any]]:
+    """One record per K from ``pack.log`` (the last line for a K measured more than once): the total environment
+    frames/s of K concurrent runs, each run's share, and that share relative to K = 1 (``None`` without K = 1)."""
+    log = out / "pack.log"
+    by_k: dict[int, dict[str, Any]] = {}
+    for k, wall, total, failed in PACK_LINE.findall(log.read_text() if log.is_file() else ""):
+        by_k[int(k)] = {"k": int(k), "wall_s": int(wall), "total_fps": int(total), "failed": int(failed),
+                        "per_run_fps": int(total) / int(k)}
+    single = by_k.get(1, {}).get("per_run_fps")
+    for rec in by_k.values():
+        rec["per_run_vs_single"] = rec["per_run_fps"] / single if single else None
+    return [by_k[k] for k in sorted(by_k)]
+
+
 def eval_curve(run_dir: Path, tag: str = "eval/episode_return") -> list[tuple[int, float]]:
     """``(env frames, return)`` pairs logged in ``metrics.jsonl``."""
     path = RunDir(run_dir).metrics_jsonl
@@ -96,6 +124,37 @@ def markdown(data: dict[str, Any], frames: int) -> str:
                      f"**{curl['ours_updates_per_s']:.1f}**/s vs reference CURL "
                      f"{curl['reference_updates_per_s']:.1f}/s "
                      f"→ **{curl['speedup_vs_reference']:.2f}×** the reference.")
+    for variant in data.get("curl_flags") or []:
+        flags = " + ".join(v.removeprefix("agent.").removesuffix("=true") for v in variant.get("sets", []))
+        lines.append(f"- the same with `{flags}`: ours **{variant['ours_updates_per_s']:.1f}**/s vs reference "
+                     f"{variant['reference_updates_per_s']:.1f}/s → **{variant['speedup_vs_reference']:.2f}×**")
+    if curl is not None:
+        best = max([curl, *(data.get("curl_flags") or [])], key=lambda v: v["speedup_vs_reference"])
+        verdict = "met" if best["speedup_vs_reference"] >= ISSUE10_SPEEDUP else "not met"
+        lines.append(f"- issue 10 target, ≥ {ISSUE10_SPEEDUP:g}× the reference's updates/s at batch 512: best "
+                     f"{best['speedup_vs_reference']:.2f}× at batch {best['batch']} ({verdict})")
+    pack = data.get("pack") or []
+    if pack:
+        k_min, share = ISSUE10_PACK
+        lines += ["", "K concurrent curl runs on the one GPU (`gpu_suite.sh --steps pack`; frames/s include each "
+                  "process's start and evaluation):", "",
+                  "| K | wall (s) | total env frames/s | per run | per run vs K = 1 | failed |",
+                  "|---|---|---|---|---|---|"]
+        for rec in pack:
+            rel = rec["per_run_vs_single"]
+            lines.append(f"| {rec['k']} | {rec['wall_s']} | {rec['total_fps']} | {rec['per_run_fps']:.0f} | "
+                         f"{'–' if rel is None else f'{rel:.0%}'} | {rec['failed']} |")
+        ok = [r for r in pack if r["failed"] == 0]
+        if ok:
+            best_k = max(ok, key=lambda r: r["total_fps"])
+            lines.append(f"\nBest K by total frames/s: **{best_k['k']}**.")
+        at_k = [r for r in ok if r["k"] >= k_min and r["per_run_vs_single"] is not None]
+        if at_k:
+            met = any(r["per_run_vs_single"] >= share for r in at_k)
+            lines.append(f"Issue 10 target ≥ {k_min} runs at ≥ {share:.0%} of the single-run speed each: "
+                         f"{'met' if met else 'not met'}.")
+    else:
+        lines.append("- K runs per GPU (pack step): not run")
     runs = data.get("runs") or []
     if runs:
         mean, std = CURL_PAPER_CARTPOLE_100K
@@ -113,6 +172,12 @@ def markdown(data: dict[str, Any], frames: int) -> str:
         for r in runs:
             if r["finished"] and r.get("final_return") is not None:
                 by_loss.setdefault(r["loss"], []).append(r["final_return"])
+        walls = [r["wall_time_s"] for r in runs if r["finished"] and r.get("wall_time_s")
+                 and (r.get("env_frames") or 0) >= 100_000]
+        if walls:
+            lines.append(f"\nIssue 10 target, a 100k-frame run in ≤ 5 min wall on one H100 (alone; with "
+                         f"{len(runs)} run(s) sharing the GPU here): fastest {min(walls) / 60:.1f} min "
+                         f"({'met' if min(walls) <= 300 else 'not met'}).")
         for loss, vals in by_loss.items():
             sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
             lines.append(f"\n{loss}: mean final return {statistics.mean(vals):.1f} ± {sd:.1f} over {len(vals)} "
@@ -153,6 +218,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "device": _read_json(args.out / "device.json"),
         "tests": pytest_summary(args.out),
         "curl_reference": _read_json(args.out / "curl_reference.json"),
+        "curl_flags": curl_flag_variants(args.out),
+        "pack": pack_summary(args.out),
         "runs": collect_runs(args.runs_dir),
         "losses_log": losses_log.read_text() if losses_log.is_file() else None,
     }

@@ -1,0 +1,61 @@
+"""``benchmarks/gpu_report.py``: issue 10's GPU figures (speed-flag variants, K runs per GPU, the 100k-frame run)
+are collected from what the suite's steps wrote, with their targets; nothing is estimated."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_report() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gpu_report", ROOT / "benchmarks" / "gpu_report.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def curl_json(path: Path, sets: list[str], ours: float, ref: float) -> None:
+    path.write_text(json.dumps({"batch": 512, "sets": sets, "ours_updates_per_s": ours,
+                                "reference_updates_per_s": ref, "speedup_vs_reference": ours / ref}))
+
+
+def test_pack_log_gives_each_runs_share_of_the_single_run_speed(tmp_path: Path) -> None:
+    report = load_report()
+    (tmp_path / "pack.log").write_text(
+        "K=1 runs: 60 s wall, 300 env frames/s in total, 0 failed\n"
+        "K=4 runs: 100 s wall, 900 env frames/s in total, 1 failed\n"
+        "K=4 runs: 95 s wall, 840 env frames/s in total, 0 failed\n"  # measured again: the last line counts
+        "K=8 runs: 200 s wall, 1000 env frames/s in total, 0 failed\n")
+    pack = report.pack_summary(tmp_path)
+    assert [r["k"] for r in pack] == [1, 4, 8]
+    assert pack[1] == {"k": 4, "wall_s": 95, "total_fps": 840, "failed": 0, "per_run_fps": 210.0,
+                       "per_run_vs_single": 0.7}
+    assert pack[2]["per_run_vs_single"] == 125 / 300
+    assert report.pack_summary(tmp_path / "nowhere") == []
+
+
+def test_section_states_issue_10_targets_from_the_measurements(tmp_path: Path) -> None:
+    report = load_report()
+    curl_json(tmp_path / "curl_reference.json", [], 30.0, 10.0)
+    curl_json(tmp_path / "curl_reference_channels_last+bf16.json", ["agent.channels_last=true", "agent.bf16=true"],
+              55.0, 10.0)
+    curl_json(tmp_path / "curl_reference_channels_last.json", ["agent.channels_last=true"], 40.0, 10.0)
+    (tmp_path / "pack.log").write_text("K=1 runs: 60 s wall, 300 env frames/s in total, 0 failed\n"
+                                       "K=4 runs: 80 s wall, 880 env frames/s in total, 0 failed\n")
+    (tmp_path / "device.json").write_text(json.dumps({"device": "NVIDIA H100", "torch": "2.11.0"}))
+    md = tmp_path / "results.md"
+    data = report.main(["--out", str(tmp_path), "--runs-dir", str(tmp_path / "runs"), "--results-md", str(md)])
+    assert [v["sets"] for v in data["curl_flags"]] == [["agent.channels_last=true"],
+                                                       ["agent.channels_last=true", "agent.bf16=true"]]
+    text = md.read_text()
+    assert "the same with `channels_last + bf16`: ours **55.0**/s" in text
+    assert "best 5.50× at batch 512 (met)" in text
+    assert "| 4 | 80 | 880 | 220 | 73% | 0 |" in text
+    assert "Best K by total frames/s: **4**." in text
+    assert "≥ 4 runs at ≥ 70% of the single-run speed each: met." in text
+    assert json.loads((tmp_path / "gpu_suite.json").read_text())["pack"][1]["k"] == 4
