@@ -5,27 +5,17 @@ pruning, packing and the device-side wrapper are."""
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import os
 import subprocess
 import sys
 import tarfile
 import zipfile
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICE_SH = ROOT / "benchmarks" / "gpu_device.sh"
-
-
-def load_bundle_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_bundle", ROOT / "benchmarks" / "gpu_bundle.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def fake_wheel(path: Path, files: dict[str, str]) -> Path:
@@ -35,8 +25,9 @@ def fake_wheel(path: Path, files: dict[str, str]) -> Path:
     return path
 
 
-def test_unpack_lays_wheels_out_as_installed_and_prunes_what_the_suite_never_imports(tmp_path: Path) -> None:
-    bundle = load_bundle_module()
+def test_unpack_lays_wheels_out_as_installed_and_prunes_what_the_suite_never_imports(tmp_path: Path,
+                                                                                     load_benchmark) -> None:
+    bundle = load_benchmark("gpu_bundle")
     wheels = [
         fake_wheel(tmp_path / "a-1.0-py3-none-any.whl", {
             "a/__init__.py": "VALUE = 1\n", "a/tests/test_a.py": "", "a/__pycache__/x.pyc": "",
@@ -62,8 +53,8 @@ def test_unpack_lays_wheels_out_as_installed_and_prunes_what_the_suite_never_imp
     assert not any(name.startswith("site") or "locomotion" in name for name in names)
 
 
-def test_packages_are_pinned_to_the_versions_installed_here() -> None:
-    bundle = load_bundle_module()
+def test_packages_are_pinned_to_the_versions_installed_here(load_benchmark) -> None:
+    bundle = load_benchmark("gpu_bundle")
     assert bundle.pinned("pluggy") == f"pluggy=={importlib.metadata.version('pluggy')}"
     for dist in ("stable-baselines3", "dm-control", "mujoco", "pydantic", "gymnasium"):
         assert dist in bundle.PACKAGES  # what the device image lacks (docs/gpu.md)
@@ -107,8 +98,8 @@ def test_bundle_script_refuses_a_missing_reference_agent_before_downloading(tmp_
     assert not (tmp_path / "b").exists()
 
 
-def test_copy_writable_replaces_a_read_only_copy(tmp_path: Path) -> None:
-    bundle = load_bundle_module()
+def test_copy_writable_replaces_a_read_only_copy(tmp_path: Path, load_benchmark) -> None:
+    bundle = load_benchmark("gpu_bundle")
     src = tmp_path / "ref"
     src.mkdir()
     (src / "curl_sac.py").write_text("A = 1\n")
@@ -174,8 +165,9 @@ def test_device_wrapper_puts_the_bundle_on_the_path_and_returns_the_suite_output
         assert any(name.endswith("tests.log") for name in tar.getnames())
 
 
-def test_build_replaces_an_earlier_bundle_and_leaves_nothing_when_it_fails(tmp_path: Path, monkeypatch) -> None:
-    bundle = load_bundle_module()
+def test_build_replaces_an_earlier_bundle_and_leaves_nothing_when_it_fails(tmp_path: Path, monkeypatch,
+                                                                           load_benchmark) -> None:
+    bundle = load_benchmark("gpu_bundle")
     out, ref = tmp_path / "device", tmp_path / "ref"
     ref.mkdir()
     (ref / "curl_sac.py").write_text("A = 1\n")

@@ -3,20 +3,10 @@ are collected from what the suite's steps wrote, with their targets; nothing is 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def load_report() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_report", ROOT / "benchmarks" / "gpu_report.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def curl_json(path: Path, sets: list[str], ours: float, ref: float) -> None:
@@ -24,8 +14,8 @@ def curl_json(path: Path, sets: list[str], ours: float, ref: float) -> None:
                                 "reference_updates_per_s": ref, "speedup_vs_reference": ours / ref}))
 
 
-def test_pack_log_gives_each_runs_share_of_the_single_run_speed(tmp_path: Path) -> None:
-    report = load_report()
+def test_pack_log_gives_each_runs_share_of_the_single_run_speed(tmp_path: Path, load_benchmark) -> None:
+    report = load_benchmark("gpu_report")
     (tmp_path / "pack.log").write_text(
         "K=1 runs: 60 s wall, 300 env frames/s in total, 0 failed\n"
         "K=4 runs: 100 s wall, 900 env frames/s in total, 1 failed\n"
@@ -39,8 +29,8 @@ def test_pack_log_gives_each_runs_share_of_the_single_run_speed(tmp_path: Path) 
     assert report.pack_summary(tmp_path / "nowhere") == []
 
 
-def test_section_states_issue_10_targets_from_the_measurements(tmp_path: Path) -> None:
-    report = load_report()
+def test_section_states_issue_10_targets_from_the_measurements(tmp_path: Path, load_benchmark) -> None:
+    report = load_benchmark("gpu_report")
     curl_json(tmp_path / "curl_reference.json", [], 30.0, 10.0)
     curl_json(tmp_path / "curl_reference_channels_last+bf16.json", ["agent.channels_last=true", "agent.bf16=true"],
               55.0, 10.0)
