@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run benchmarks/gpu_suite.sh on the machine the device tool lends, from the bundle benchmarks/gpu_bundle.py makes.
 #
-#   python benchmarks/gpu_bundle.py --gl                                  # here: writes .device/ (git-ignored)
+#   .venv/bin/python benchmarks/gpu_bundle.py --gl                        # here: writes .device/ (git-ignored)
 #   run(carry=[".device"], command="bash benchmarks/gpu_device.sh --steps tests,curl")   # on the device
 #
 # Checks that the bundle was built for this Python, unpacks .device/site.tar.xz into /tmp/site (again only when the
@@ -18,13 +18,19 @@
 # A warm machine keeps /tmp/site and gpu-suite/ between calls, so the steps can be split over several calls
 # (docs/gpu.md). Exit status: the suite's, 124 when it was stopped at the time limit.
 set -euo pipefail
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
+  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+  echo "Other arguments go to gpu_suite.sh:"
+  bash "$(dirname "$0")/gpu_suite.sh" --help
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 BUNDLE="${BUNDLE:-.device}"
 SITE="${SITE:-/tmp/site}"
 PYTHON="${PYTHON:-python3}"
 GRACE=30
 if [ ! -f "$BUNDLE/site.tar.xz" ]; then
-  echo "gpu_device.sh: no $BUNDLE/site.tar.xz; run 'python benchmarks/gpu_bundle.py --gl' here and carry $BUNDLE" >&2
+  echo "gpu_device.sh: no $BUNDLE/site.tar.xz; build it with '.venv/bin/python benchmarks/gpu_bundle.py --gl' and carry $BUNDLE" >&2
   exit 2
 fi
 if ! command -v setsid > /dev/null; then

@@ -209,22 +209,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--runs-dir", type=Path, required=True)
     p.add_argument("--results-md", type=Path, required=True)
-    p.add_argument("--frames", type=int, default=100_000)
+    p.add_argument("--frames", type=int, default=100_000, help="env frames per run, when no run has finished")
     p.add_argument("--dry-run", action="store_true")
     args = p.parse_args(argv)
     losses_log = args.out / "losses.log"
+    device = _read_json(args.out / "device.json")
+    runs = collect_runs(args.runs_dir)
+    finished_frames = [r["env_frames"] for r in runs if r["finished"] and r.get("env_frames")]
     data = {
-        "dry_run": args.dry_run,
-        "device": _read_json(args.out / "device.json"),
+        # a suite that ran on a CPU is a dry run, also when the report is made again from its files
+        "dry_run": args.dry_run or str((device or {}).get("device", "")).startswith("cpu"),
+        "device": device,
         "tests": pytest_summary(args.out),
         "curl_reference": _read_json(args.out / "curl_reference.json"),
         "curl_flags": curl_flag_variants(args.out),
         "pack": pack_summary(args.out),
-        "runs": collect_runs(args.runs_dir),
+        "runs": runs,
         "losses_log": losses_log.read_text() if losses_log.is_file() else None,
     }
     (args.out / "gpu_suite.json").write_text(json.dumps(data, indent=2))
-    write_section(args.results_md, markdown(data, args.frames))
+    write_section(args.results_md, markdown(data, int(max(finished_frames)) if finished_frames else args.frames))
     print(f"wrote {args.out / 'gpu_suite.json'} and the gpu-suite section of {args.results_md}")
     return data
 

@@ -81,6 +81,11 @@ def run_device(tmp_path: Path, bundle: Path, *args: str, python: Path | None = N
                           timeout=300)
 
 
+def test_device_wrapper_help_shows_its_own_and_the_suites_options(tmp_path: Path) -> None:
+    proc = run_device(tmp_path, tmp_path / "nowhere", "--help")  # no bundle needed for --help
+    assert proc.returncode == 0 and "GPU_DEVICE_TIMEOUT" in proc.stdout and "--pack-ks" in proc.stdout
+
+
 def test_device_wrapper_refuses_a_missing_bundle_and_one_built_for_another_python(tmp_path: Path) -> None:
     missing = run_device(tmp_path, tmp_path / "nowhere", "--dry-run", "--steps", "report")
     assert missing.returncode == 2 and "gpu_bundle.py" in missing.stderr

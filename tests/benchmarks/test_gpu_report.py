@@ -49,3 +49,11 @@ def test_section_states_issue_10_targets_from_the_measurements(tmp_path: Path, l
     assert "Best K by total frames/s: **4**." in text
     assert "≥ 4 runs at ≥ 70% of the single-run speed each: met." in text
     assert json.loads((tmp_path / "gpu_suite.json").read_text())["pack"][1]["k"] == 4
+
+
+def test_a_report_made_again_from_a_cpu_runs_files_stays_a_dry_run(tmp_path: Path, load_benchmark) -> None:
+    report = load_benchmark("gpu_report")
+    (tmp_path / "device.json").write_text(json.dumps({"device": "cpu (x86_64)", "torch": "2.13.0"}))
+    md = tmp_path / "results.md"
+    data = report.main(["--out", str(tmp_path), "--runs-dir", str(tmp_path / "runs"), "--results-md", str(md)])
+    assert data["dry_run"] is True and "Dry run (CPU, tiny sizes): not a measurement." in md.read_text()
