@@ -28,6 +28,7 @@ This script, run here (where pip reaches an index):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import shutil
 import subprocess
@@ -119,16 +120,27 @@ def download_gl(dest: Path) -> list[Path]:
     return sorted(dest.glob("*.deb"))
 
 
+def make_writable(path: Path) -> None:
+    """Add the owner's write bit to ``path`` and everything under it (the shared reference tree is read-only)."""
+    for item in [path, *path.rglob("*")]:
+        item.chmod(item.stat().st_mode | 0o200)
+
+
+def remove(path: Path) -> None:
+    """Delete the file or folder ``path`` if it exists, read-only parts included."""
+    if path.is_dir():
+        make_writable(path)
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
 def copy_writable(src: Path, dest: Path) -> None:
     """Copy the folder ``src`` to ``dest`` (replacing it) with owner-writable modes, so the next build can replace
-    it again (the shared reference tree is read-only)."""
-    if dest.exists():
-        for item in [dest, *dest.rglob("*")]:
-            item.chmod(item.stat().st_mode | 0o200)
-        shutil.rmtree(dest)
+    it again."""
+    remove(dest)
     shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__"))
-    for item in [dest, *dest.rglob("*")]:
-        item.chmod(item.stat().st_mode | 0o200)
+    make_writable(dest)
 
 
 def tree_bytes(path: Path) -> int:
@@ -145,13 +157,7 @@ def build(out: Path, python_version: str, reference_dir: Path | None, gl: bool) 
     """Write the bundle into ``out`` (module docstring); on failure nothing of it is left there."""
     out.mkdir(parents=True, exist_ok=True)
     for name in OUTPUTS:
-        path = out / name
-        if path.is_dir():
-            for item in [path, *path.rglob("*")]:
-                item.chmod(item.stat().st_mode | 0o200)
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+        remove(out / name)
     work = out / "build"
     try:
         wheels = download([pinned(d) for d in PACKAGES], work / "wheels", python_version)
@@ -169,11 +175,8 @@ def build(out: Path, python_version: str, reference_dir: Path | None, gl: bool) 
         print(f"site: {unpacked / 2**20:.1f} MiB unpacked -> {out / 'site.tar.xz'}: {size / 2**20:.1f} MiB")
     except BaseException:
         for name in OUTPUTS:
-            path = out / name
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            elif path.exists():
-                path.unlink()
+            with contextlib.suppress(OSError):  # the build's own error is the one to see
+                remove(out / name)
         raise
     finally:
         shutil.rmtree(work, ignore_errors=True)

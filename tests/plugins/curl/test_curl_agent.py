@@ -7,6 +7,7 @@ import torch
 
 import contrastlab as cl
 from contrastlab.platform.config import resolve_config
+from contrastlab.plugins.curl.agent import optimized_parameters
 from contrastlab.plugins.curl.task import CurlTask, make_agent, make_env
 
 TINY = ["env.render_size=32", "agent.crop=28", "agent.hidden_dim=32", "agent.batch_size=8",
@@ -33,7 +34,7 @@ def conv_params(agent) -> list[torch.Tensor]:
 def test_only_critic_and_contrastive_optimizers_hold_the_conv(agent) -> None:
     conv = {id(p) for p in conv_params(agent)}
     def ids(opt):
-        return [id(p) for group in opt.param_groups for p in group["params"]]
+        return [id(p) for p in optimized_parameters(opt)]
     assert conv <= set(ids(agent.critic.optimizer))
     assert conv <= set(ids(agent.contrastive_optimizer))
     assert not conv & set(ids(agent.actor.optimizer)) and not conv & set(ids(agent.ent_coef_optimizer))
