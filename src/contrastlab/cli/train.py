@@ -17,6 +17,7 @@ from contrastlab.platform.errors import ConfigError, ContrastlabError, RunDirErr
 from contrastlab.platform.plugins import get_task_plugin
 from contrastlab.platform.run import Run, read_run_info, resolve_device
 from contrastlab.platform.rundir import check_writable_dir
+from contrastlab.platform.stopping import GracefulStop
 from contrastlab.platform.task import EvalOptions, TaskConfig, TaskPlugin
 
 CPU_WARN_SECONDS = 30 * 60
@@ -91,20 +92,22 @@ def resume_command(run: Run) -> str:
     return shell_command("platform", "train", "--resume", run.dir)
 
 
-def _terminate_as_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def execute(run: Run) -> dict:
-    """Run ``plugin.train`` under ``run``; Ctrl-C and crashes leave a resumable run."""
-    import signal
+    """Run ``plugin.train`` under ``run``; Ctrl-C, SIGTERM and crashes leave a resumable run.
 
-    previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)  # `kill` is handled like Ctrl-C
+    For plugins with ``checkpoint_on_stop``, the first Ctrl-C or SIGTERM saves a checkpoint at the plugin's next
+    checkpoint point before the run stops (:mod:`contrastlab.platform.stopping`); a second one stops at once.
+    """
+    stop = GracefulStop(wanted=run.plugin.checkpoint_on_stop, announce=lambda line: say(line, stderr=True))
     try:
-        metrics = run.plugin.train(run.config, run)
+        with stop:
+            run.graceful_stop = stop
+            metrics = run.plugin.train(run.config, run)
     except KeyboardInterrupt:
         run.mark("interrupted")
-        print_commands("interrupted; continue with:", resume_command(run), stderr=True)
+        saved = (f"stopped after saving a checkpoint at step {stop.saved_step}" if stop.saved_step is not None
+                 else "interrupted")
+        print_commands(f"{saved}; continue with:", resume_command(run), stderr=True)
         raise typer.Exit(130) from None
     except Exception as exc:
         run.mark("failed", error=f"{type(exc).__name__}: {exc}")
@@ -116,7 +119,7 @@ def execute(run: Run) -> dict:
         print_commands("fix the cause, then continue with:", resume_command(run), stderr=True)
         raise
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        run.graceful_stop = None
     return run.finish(metrics)
 
 

@@ -359,11 +359,13 @@ def run_grid(
                 if running:
                     time.sleep(poll)
         except KeyboardInterrupt:
-            for proc, i, t0, _task, fh in running.values():
-                if proc.poll() is None:  # SIGINT lets `platform train` mark the run interrupted
+            for proc, *_ in running.values():  # every run first: each stops (saving a checkpoint) in parallel
+                if proc.poll() is None:  # SIGINT lets `platform train` save and mark the run interrupted
                     proc.send_signal(signal.SIGINT if hasattr(signal, "SIGINT") else signal.SIGTERM)
+            deadline = time.monotonic() + 30
+            for proc, i, t0, _task, fh in running.values():
                 try:
-                    proc.wait(timeout=30)
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     proc.kill()
                 fh.close()

@@ -51,6 +51,7 @@ from contrastlab.experiments.tune_study import (
 )
 from contrastlab.experiments.tune_trials import TrialFailedError, TrialLines, say, shown_values, start_line
 from contrastlab.platform.errors import ConfigError, ContrastlabError, DataMissingError
+from contrastlab.platform.stopping import OPT_OUT_VARIABLE
 
 __all__ = [  # re-exported for the CLI and the tests
     "SearchParam",
@@ -197,7 +198,8 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
     log = trial_out / "logs" / f"{point.run_name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     cmd = runner.train_command(point, trial_out, spec.device, runner.platform_base_command())
-    env = runner.train_env((os.cpu_count() or 1) // spec.parallel)  # as compare --jobs
+    # as compare --jobs; a stopped trial is re-run from scratch, so its run need not save a checkpoint first
+    env = runner.train_env((os.cpu_count() or 1) // spec.parallel, **{OPT_OUT_VARIABLE: "0"})
     reported: set[int] = set()
     say(start_line(trial.number, dict(point.grid), point.seed, spec.seeds))
 

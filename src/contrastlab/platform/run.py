@@ -33,6 +33,7 @@ from contrastlab.platform.plugins import registry
 from contrastlab.platform.preflight import preflight
 from contrastlab.platform.progress import ProgressBar
 from contrastlab.platform.rundir import RunDir, check_writable_dir, first_missing, write_text_atomic
+from contrastlab.platform.stopping import GracefulStop
 from contrastlab.platform.sysinfo import hardware_info, package_versions
 from contrastlab.platform.task import TaskConfig, TaskPlugin
 
@@ -132,6 +133,8 @@ class Run:
         self._clamp_log: list[float] = []
         self.is_main = is_main_process()
         """Whether this process writes logs, checkpoints and summaries (rank 0 under ``torchrun``)."""
+        self.graceful_stop: GracefulStop | None = None
+        """Set by ``platform train``: the first Ctrl-C/SIGTERM saves a checkpoint at the next checkpoint point."""
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -281,9 +284,15 @@ class Run:
         self._extra.update(fields)
 
     # ------------------------------------------------------------------ checkpoints
+    @property
+    def stop_requested(self) -> bool:
+        """Whether Ctrl-C/SIGTERM asked this run to stop (see :mod:`contrastlab.platform.stopping`)."""
+        return self.graceful_stop is not None and self.graceful_stop.requested
+
     def checkpoint_due(self, step: int) -> bool:
-        """Whether ``step`` is a multiple of ``config.checkpoint_every``."""
-        return step > 0 and step % self.config.checkpoint_every == 0
+        """Whether ``step`` is a multiple of ``config.checkpoint_every``, or a stop was requested (the checkpoint
+        saved then ends the run as interrupted, and ``--resume`` continues from it)."""
+        return self.stop_requested or (step > 0 and step % self.config.checkpoint_every == 0)
 
     @property
     def checkpoints(self) -> CheckpointStore:
@@ -299,8 +308,12 @@ class Run:
 
         Keys in ``latest_only`` (e.g. ``"replay_buffer"``) are kept with the newest checkpoint only: older retained
         checkpoints resume without them. Only the newest ``keep_checkpoints`` checkpoints are kept. A failed write
-        (disk full) keeps the previous checkpoint and raises :class:`StorageError` with one line.
+        (disk full) keeps the previous checkpoint and raises :class:`StorageError` with one line. After a stop
+        request (:attr:`stop_requested`) it raises ``KeyboardInterrupt`` once the checkpoint is written.
         """
+        stop = self.graceful_stop if self.stop_requested else None
+        if stop is not None:
+            stop.hold()  # the stop's grace period must not cut this write short
         path = self.rundir.checkpoint(step)
         if not self.is_main:
             return path
@@ -315,6 +328,9 @@ class Run:
                 self._writer.flush()
         self._write_info(wall_time_s=self.elapsed(), last_checkpoint_step=int(step))
         self._started = time.monotonic()
+        if stop is not None:
+            stop.saved_step = int(step)
+            raise KeyboardInterrupt
         return path
 
     def load_checkpoint(self, map_location: Any = None, restore_rng: bool = True) -> dict[str, Any] | None:

@@ -106,6 +106,10 @@ class TaskPlugin(Generic[C]):
     """Name of the headline final metric in ``summary.json`` (used by ``platform compare``)."""
     higher_is_better: ClassVar[bool] = True
     """Whether a larger primary metric is better."""
+    checkpoint_on_stop: ClassVar[bool] = False
+    """Whether the first Ctrl-C/SIGTERM of ``platform train`` may save a checkpoint at the next
+    ``run.checkpoint_due`` call and then stop (:mod:`contrastlab.platform.stopping`): set it when every such call is
+    a point where a checkpoint resumes as faithfully as your periodic ones (nothing accumulated in memory is lost)."""
 
     def label_kinds(self, config: C) -> frozenset[str]:
         """Kinds of observed labels this plugin's batches can carry under ``config`` (``{"class"}``, ``{"pu"}``).

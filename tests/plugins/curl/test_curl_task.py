@@ -143,3 +143,44 @@ def test_same_seed_same_metrics(tmp_path: Path) -> None:
         results.append([{k: v for k, v in r.items() if not k.startswith(("perf/", "wall_time"))} for r in rows])
     assert results[0] == results[1]
     assert any("train/critic_loss_vs_env_frames" in r for r in results[0])
+
+
+def test_sigterm_mid_episode_saves_the_agent_and_replay_then_resume_finishes(tmp_path: Path, monkeypatch) -> None:
+    """The first SIGTERM (the GPU suite's watchdog, `kill`) saves a checkpoint at the next environment step, with
+    the replay buffer, instead of falling back to the last periodic one; `--resume` then completes the run."""
+    import os
+    import signal
+    import time
+
+    from contrastlab.plugins.curl.task import _TrainLoop
+    from contrastlab.testing import run_cli
+
+    on_step = _TrainLoop._on_step
+    sent: list[int] = []
+
+    def signal_at_200_frames(self) -> bool:
+        if self.frames == 200 and not sent:  # mid-episode, between the 160- and 320-frame checkpoints
+            sent.append(self.frames)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.01)
+        return on_step(self)
+
+    monkeypatch.setattr(_TrainLoop, "_on_step", signal_at_200_frames)
+    sets = [arg for item in TINY for arg in ("--set", item)]
+    code, out = run_cli(["train", "--plugin", "curl", "--loss", "pucl", "--device", "cpu", "--logdir",
+                         str(tmp_path), *sets])
+    assert code == 130 and sent == [200], out
+    assert "stopped after saving a checkpoint at step 200; continue with:" in out, out
+    (run_dir,) = tmp_path.glob("*/*/*")
+    ckpts = sorted(p.name for p in (run_dir / "checkpoints").glob("*.pt"))
+    assert ckpts == ["step_000000000160.pt", "step_000000000200.latest.pt", "step_000000000200.pt"]
+    state = torch.load(run_dir / "checkpoints" / "step_000000000200.latest.pt", weights_only=False)
+    assert state["replay_buffer"]["transitions"] == 200 // 8  # every step up to the signal, stored
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
+
+    code, out = run_cli(["train", "--resume", str(run_dir)])
+    assert code == 0, out
+    summary = json.loads((run_dir / "summary.json").read_text())["metrics"]
+    assert summary["train/env_frames"] == 320 and summary["train/updates"] == 40 - 10
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "eval/episode_return_vs_env_frames" in r] == [0, 160, 320]

@@ -1,0 +1,186 @@
+"""Graceful stops: the first Ctrl-C/SIGTERM saves a checkpoint at the next checkpoint point, then the run ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+import contrastlab as cl
+from contrastlab.platform.plugins import PluginManager
+from contrastlab.platform.stopping import OPT_OUT_VARIABLE, GracefulStop
+from contrastlab.testing import fresh_plugin_manager, run_cli
+
+
+def deliver(signum: int) -> None:
+    """Send ``signum`` to this process and give Python the chance to run its handler."""
+    os.kill(os.getpid(), signum)
+    for _ in range(100):
+        time.sleep(0.001)
+
+
+def wait_for(lines: list[str], n: int) -> list[str]:
+    """``lines`` once it has ``n`` entries (announcements come from a helper thread)."""
+    deadline = time.monotonic() + 5
+    while len(lines) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return lines
+
+
+def test_first_signal_requests_a_stop_and_a_quick_repeat_is_the_same_request() -> None:
+    lines: list[str] = []
+    with GracefulStop(merge_s=60, announce=lines.append) as stop:
+        assert stop.enabled and not stop.requested
+        deliver(signal.SIGTERM)
+        assert stop.requested and stop.saved_step is None
+        deliver(signal.SIGINT)  # the terminal's Ctrl-C, then `platform compare` forwarding it
+        assert stop.requested
+    assert len(wait_for(lines, 1)) == 1
+    assert lines[0].startswith("SIGTERM: stopping at the next checkpoint point to save the progress (at most 20 s)")
+
+
+def test_a_later_second_signal_stops_at_once() -> None:
+    with GracefulStop(merge_s=0) as stop:
+        deliver(signal.SIGINT)
+        assert stop.requested
+        with pytest.raises(KeyboardInterrupt):
+            deliver(signal.SIGINT)
+
+
+@pytest.mark.parametrize("ctrl_c_ignored", [False, True])
+def test_no_checkpoint_point_within_the_grace_period_stops_the_run(ctrl_c_ignored: bool) -> None:
+    lines: list[str] = []
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN if ctrl_c_ignored else signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), GracefulStop(grace_s=0.2, announce=lines.append):
+            deliver(signal.SIGTERM)
+            time.sleep(5)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert wait_for(lines, 2)[-1] == "no checkpoint point within 0.2 s; stopping without saving"
+
+
+def test_the_stops_checkpoint_is_not_cut_short_by_the_grace_period() -> None:
+    with GracefulStop(grace_s=0.2) as stop:
+        deliver(signal.SIGTERM)
+        stop.hold()  # what Run.save_checkpoint does first
+        time.sleep(0.6)
+    assert stop.requested
+
+
+def test_handlers_are_restored_on_exit() -> None:
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    with GracefulStop():
+        assert signal.getsignal(signal.SIGTERM) != before[signal.SIGTERM]
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+@pytest.mark.parametrize("why", ["torchrun rank", "plugin not opted in", "opted out"])
+def test_signals_stop_at_once_where_a_stop_checkpoint_is_not_wanted(why: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    if why == "torchrun rank":
+        monkeypatch.setenv("WORLD_SIZE", "2")
+    if why == "opted out":  # what `platform tune` sets for its trials
+        monkeypatch.setenv(OPT_OUT_VARIABLE, "0")
+    with GracefulStop(wanted=why != "plugin not opted in") as stop:
+        assert not stop.enabled
+        with pytest.raises(KeyboardInterrupt):
+            deliver(signal.SIGTERM)
+        assert not stop.requested
+
+
+class _SignalledToy:
+    """The example plugin's task, sent SIGTERM by the process itself just before its checkpoint check at a step."""
+
+    def __init__(self, at_step: int, opt_in: bool = True) -> None:
+        from contrastlab_toy.task import ToyTask
+
+        class SignalledToy(ToyTask):
+            name = "toy_signalled"
+            checkpoint_on_stop = opt_in  # it logs single-step losses: nothing accumulates between checkpoints
+            armed = True
+
+            def train(self, config, run):
+                check = run.checkpoint_due
+
+                def signal_then_check(step: int) -> bool:
+                    if SignalledToy.armed and step == at_step:
+                        SignalledToy.armed = False
+                        deliver(signal.SIGTERM)
+                    return check(step)
+
+                run.checkpoint_due = signal_then_check
+                return super().train(config, run)
+
+        self.task = SignalledToy
+
+    @cl.hookimpl
+    def register_plugins(self, register) -> None:
+        register(self.task)
+
+
+def test_sigterm_saves_a_checkpoint_at_the_next_step_and_resume_reproduces_the_run(
+    toy_pm: PluginManager, tmp_path: Path
+) -> None:
+    import contrastlab_toy.plugin
+
+    args = ["--loss", "dcl", "--seed", "3", "--set", "train.steps=40", "--set", "checkpoint_every=10",
+            "--set", "train.log_every=10"]
+    code, out = run_cli(["train", "--plugin", "toy_clusters", "--logdir", str(tmp_path / "full"), *args])
+    assert code == 0, out
+    (full_dir,) = (tmp_path / "full").glob("*/*/*")
+    full = json.loads((full_dir / "summary.json").read_text())["metrics"]
+
+    handler_before = signal.getsignal(signal.SIGTERM)
+    with fresh_plugin_manager(contrastlab_toy.plugin, _SignalledToy(at_step=13), package="contrastlab-toy"):
+        code, out = run_cli(["train", "--plugin", "toy_signalled", "--logdir", str(tmp_path / "stopped"), *args])
+        assert code == 130, out
+        assert "stopping at the next checkpoint point" in out
+        assert "stopped after saving a checkpoint at step 13; continue with:" in out and "Traceback" not in out
+        (run_dir,) = (tmp_path / "stopped").glob("*/*/*")
+        info = json.loads((run_dir / "run.json").read_text())
+        assert info["status"] == "interrupted" and info["last_checkpoint_step"] == 13
+        assert sorted(p.name for p in (run_dir / "checkpoints").glob("*.pt")) == [
+            "step_000000000010.pt", "step_000000000013.pt"]
+        assert signal.getsignal(signal.SIGTERM) == handler_before  # platform train put it back
+        code, out = run_cli(["train", "--resume", str(run_dir)])
+        assert code == 0, out
+    resumed = json.loads((run_dir / "summary.json").read_text())["metrics"]
+    same = [k for k in full if not any(w in k for w in ("time", "per_s", "wall"))]
+    assert same and {k: resumed[k] for k in same} == pytest.approx({k: full[k] for k in same})
+    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+             if "train/loss" in line]
+    assert steps == [10, 20, 30, 40]  # nothing logged twice, nothing lost
+
+
+def test_an_ignored_ctrl_c_stays_ignored() -> None:
+    """A run started with SIGINT ignored (``platform train ... &`` in a script) is not stopped by the terminal's
+    Ctrl-C, as before; SIGTERM still stops it gracefully."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with GracefulStop() as stop:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            deliver(signal.SIGINT)
+            assert not stop.requested
+            deliver(signal.SIGTERM)
+            assert stop.requested
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_a_plugin_that_does_not_opt_in_stops_at_once_as_before(toy_pm: PluginManager, tmp_path: Path) -> None:
+    import contrastlab_toy.plugin
+
+    with fresh_plugin_manager(contrastlab_toy.plugin, _SignalledToy(at_step=13, opt_in=False),
+                              package="contrastlab-toy"):
+        code, out = run_cli(["train", "--plugin", "toy_signalled", "--logdir", str(tmp_path), "--set",
+                             "train.steps=40", "--set", "checkpoint_every=10"])
+    assert code == 130 and "interrupted; continue with:" in out and "stopping at" not in out, out
+    (run_dir,) = tmp_path.glob("*/*/*")
+    assert [p.name for p in (run_dir / "checkpoints").glob("*.pt")] == ["step_000000000010.pt"]
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
