@@ -56,20 +56,70 @@ def test_no_checkpoint_point_within_the_grace_period_stops_the_run(ctrl_c_ignore
     lines: list[str] = []
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN if ctrl_c_ignored else signal.default_int_handler)
     try:
-        with pytest.raises(KeyboardInterrupt), GracefulStop(grace_s=0.2, announce=lines.append):
+        with pytest.raises(KeyboardInterrupt), GracefulStop(grace_s=0.2, announce=lines.append) as stop:
             deliver(signal.SIGTERM)
             time.sleep(5)
     finally:
         signal.signal(signal.SIGINT, previous)
-    assert wait_for(lines, 2)[-1] == "no checkpoint point within 0.2 s; stopping without saving"
+    assert stop.expired and stop.saved_step is None
+    assert lines == ["SIGTERM: stopping at the next checkpoint point to save the progress (at most 0.2 s); press "
+                     "Ctrl-C again to stop now without it"]
 
 
-def test_the_stops_checkpoint_is_not_cut_short_by_the_grace_period() -> None:
-    with GracefulStop(grace_s=0.2) as stop:
-        deliver(signal.SIGTERM)
-        stop.hold()  # what Run.save_checkpoint does first
+def toy_run(tmp_path: Path, steps: int = 40):
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.plugins import get_task_plugin
+    from contrastlab.platform.run import Run
+
+    plugin = get_task_plugin("toy_clusters")
+    config = resolve_config(plugin, loss="dcl", seed=3, sets=[f"train.steps={steps}", "checkpoint_every=10"])
+    return Run.create(plugin, config, tmp_path)
+
+
+def test_the_stops_checkpoint_is_not_cut_short_by_the_grace_period(toy_pm: PluginManager, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from contrastlab.platform.checkpoints import CheckpointStore
+
+    run = toy_run(tmp_path)
+    save = CheckpointStore.save
+
+    def slow_save(self, *args, **kwargs):  # a large replay buffer: the write outlasts the grace period
         time.sleep(0.6)
-    assert stop.requested
+        return save(self, *args, **kwargs)
+
+    monkeypatch.setattr(CheckpointStore, "save", slow_save)
+    with GracefulStop(grace_s=0.2) as stop:
+        run.graceful_stop = stop
+        deliver(signal.SIGTERM)
+        assert run.checkpoint_due(7)  # not a multiple of checkpoint_every: due because of the stop
+        with pytest.raises(KeyboardInterrupt):
+            run.save_checkpoint({"x": 1}, 7)
+        time.sleep(0.3)  # past the grace period, after the save: nothing more is raised
+    assert stop.saved_step == 7 and not stop.expired and run.latest_checkpoint_step() == 7
+
+
+def test_the_final_checkpoint_lets_a_stopped_run_finish(toy_pm: PluginManager, tmp_path: Path) -> None:
+    run = toy_run(tmp_path)
+    with GracefulStop() as stop:
+        run.graceful_stop = stop
+        deliver(signal.SIGINT)
+        run.save_checkpoint({"x": 1}, 40, final=True)  # returns: the summary is moments away
+    assert stop.saved_step is None and run.latest_checkpoint_step() == 40
+
+
+def test_a_resumed_runs_summary_averages_the_clamp_fraction_over_the_whole_run(toy_pm: PluginManager,
+                                                                               tmp_path: Path) -> None:
+    from contrastlab.platform.run import CLAMP_TAG, Run
+
+    run = toy_run(tmp_path)
+    run.log({CLAMP_TAG: 0.2}, 10)
+    run.save_checkpoint({"x": 1}, 10)
+    run.log({CLAMP_TAG: 0.9}, 20)  # after the checkpoint: dropped on resume
+    run.close()
+    resumed = Run.open(run.dir)
+    resumed.log({CLAMP_TAG: 0.4}, 20)
+    summary = resumed.finish({})
+    assert summary["metrics"][CLAMP_TAG] == pytest.approx(0.3)
 
 
 def test_handlers_are_restored_on_exit() -> None:

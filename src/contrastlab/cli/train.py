@@ -105,8 +105,11 @@ def execute(run: Run) -> dict:
             metrics = run.plugin.train(run.config, run)
     except KeyboardInterrupt:
         run.mark("interrupted")
-        saved = (f"stopped after saving a checkpoint at step {stop.saved_step}" if stop.saved_step is not None
-                 else "interrupted")
+        saved = "interrupted"
+        if stop.saved_step is not None:
+            saved = f"stopped after saving a checkpoint at step {stop.saved_step}"
+        elif stop.expired:
+            saved = f"interrupted: no checkpoint point within {stop.grace_s:g} s, so none was saved"
         print_commands(f"{saved}; continue with:", resume_command(run), stderr=True)
         raise typer.Exit(130) from None
     except Exception as exc:

@@ -275,7 +275,8 @@ def objective(spec: TuneSpec, trial: Any) -> float:
         say(f"trial {trial.number}: {shown_values(values)}, {len(points)} seed(s) on Ray")  # local: per seed
         from contrastlab.experiments.ray_runner import run_grid_ray
 
-        results = run_grid_ray(points, trial_out, announce=False, settled=lambda: recorded(trial), **spec.ray)
+        results = run_grid_ray(points, trial_out, announce=False, settled=lambda: recorded(trial),
+                               env={OPT_OUT_VARIABLE: "0"}, **spec.ray)  # as the local trials below
         failed = [r for r in results if r.status == "failed"]
         if failed:
             raise TrialFailedError(failed[0].error or "run failed", failed[0].point.log_path(trial_out))

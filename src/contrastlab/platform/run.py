@@ -232,6 +232,8 @@ class Run:
                     continue  # a line cut by a crash
                 if row.get("step", 0) <= keep:
                     kept.append(line)
+                    self._clamp_log.extend(v for tag, v in row.items()  # summary.json's mean spans the whole run
+                                           if tag.startswith(CLAMP_TAG) and isinstance(v, (int, float)))
             metrics.write_text("".join(f"{line}\n" for line in kept))
         self._purge_step = keep + 1
         self._write_info(status="running", error=None)
@@ -303,13 +305,15 @@ class Run:
         """Step of the newest checkpoint, or ``None``."""
         return self.checkpoints.latest_step()
 
-    def save_checkpoint(self, state: Mapping[str, Any], step: int, *, latest_only: Iterable[str] = ()) -> Path:
+    def save_checkpoint(self, state: Mapping[str, Any], step: int, *, latest_only: Iterable[str] = (),
+                        final: bool = False) -> Path:
         """Save ``state`` (plus ``step`` and RNG states) crash-safely; ``step`` is on the logging axis.
 
         Keys in ``latest_only`` (e.g. ``"replay_buffer"``) are kept with the newest checkpoint only: older retained
         checkpoints resume without them. Only the newest ``keep_checkpoints`` checkpoints are kept. A failed write
         (disk full) keeps the previous checkpoint and raises :class:`StorageError` with one line. After a stop
-        request (:attr:`stop_requested`) it raises ``KeyboardInterrupt`` once the checkpoint is written.
+        request (:attr:`stop_requested`) it raises ``KeyboardInterrupt`` once the checkpoint is written, unless
+        ``final`` (the checkpoint after the last step: the run then finishes, its summary moments away).
         """
         stop = self.graceful_stop if self.stop_requested else None
         if stop is not None:
@@ -328,7 +332,7 @@ class Run:
                 self._writer.flush()
         self._write_info(wall_time_s=self.elapsed(), last_checkpoint_step=int(step))
         self._started = time.monotonic()
-        if stop is not None:
+        if stop is not None and not final:
             stop.saved_step = int(step)
             raise KeyboardInterrupt
         return path

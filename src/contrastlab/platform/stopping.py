@@ -38,26 +38,31 @@ class GracefulStop:
     """Context manager installing the SIGINT/SIGTERM handlers of a training run (see the module docstring).
 
     ``wanted``: whether the plugin supports it (:attr:`TaskPlugin.checkpoint_on_stop`); ``announce`` receives one
-    line when a stop is requested and when the grace period runs out (from a helper thread, never from the signal
-    handler, which could interrupt a write to the same stream).
+    line when a stop is requested. The signal handler itself only records the time: a watcher thread, started on
+    entering, announces the stop and enforces the grace period, so the handler never prints (it could interrupt a
+    write to the same stream) nor starts threads or takes locks.
     """
 
     def __init__(self, *, wanted: bool = True, grace_s: float = 20.0, merge_s: float = 2.0,
-                 announce: Callable[[str], None] | None = None) -> None:
+                 announce: Callable[[str], None] | None = None, poll_s: float = 0.05) -> None:
         self.wanted = wanted and os.environ.get(OPT_OUT_VARIABLE, "1") != "0"
         self.grace_s = grace_s
         """Seconds to reach a checkpoint point after the first signal before stopping without one."""
         self.merge_s = merge_s
         """Signals this soon after the first count as the same request."""
         self.announce = announce or (lambda line: None)
+        self.poll_s = poll_s
         self.enabled = False
         """Whether signals are deferred (wanted, single process, main thread); set on entering."""
         self.requested_at: float | None = None
         self.saved_step: int | None = None
         """The step of the checkpoint saved because of the stop, once it is on disk."""
-        self._deadline: threading.Timer | None = None
-        self._expired = False
+        self.expired = False
+        """Whether the grace period ran out before a checkpoint was saved (the run then stopped without one)."""
+        self._signum = signal.SIGTERM
         self._held = False
+        self._closing = False
+        self._watcher: threading.Thread | None = None
         self._previous: dict[int, Any] = {}
 
     @property
@@ -73,50 +78,50 @@ class GracefulStop:
                 if signal.getsignal(signum) is signal.SIG_IGN and signum == signal.SIGINT:
                     continue  # started with Ctrl-C ignored (`cmd &` in a script): keep ignoring it
                 self._previous[signum] = signal.signal(signum, self._on_signal if self.enabled else _stop_now)
+        if self.enabled:
+            self._watcher = threading.Thread(target=self._watch, name="graceful-stop", daemon=True)
+            self._watcher.start()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        timer = self._deadline
         self.hold()
-        if timer is not None:
-            timer.join()  # a signal it sent is handled (and ignored: held) before the handlers are put back
+        self._closing = True
+        if self._watcher is not None:
+            self._watcher.join()  # a signal it sent is handled here (and ignored: held) before the handlers go back
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous.clear()
 
-    def _say(self, line: str) -> None:
-        threading.Thread(target=self.announce, args=(line,), daemon=True).start()
-
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if self._expired:  # the grace period ran out: the timer signalled us
-            self._expired = False
+        if self.expired:  # the grace period ran out: the watcher signalled us
             if self._held:
-                return  # ... just as the stop's checkpoint began: let it finish
+                self.expired = False
+                return  # ... just as the stop's checkpoint began (or the run ended): let it finish
             raise KeyboardInterrupt
         now = time.monotonic()
         if self.requested_at is None:
-            self.requested_at = now
-            self._deadline = threading.Timer(self.grace_s, self._expire)
-            self._deadline.daemon = True
-            self._deadline.start()
-            self._say(f"{signal.Signals(signum).name}: stopping at the next checkpoint point to save the progress "
-                      f"(at most {self.grace_s:g} s); press Ctrl-C again to stop now without it")
+            self.requested_at, self._signum = now, signum
             return
         if now - self.requested_at < self.merge_s:
             return  # the same stop, delivered twice
         raise KeyboardInterrupt
 
-    def _expire(self) -> None:
-        if self._held:
-            return
-        self._expired = True
-        self.announce(f"no checkpoint point within {self.grace_s:g} s; stopping without saving")
-        os.kill(os.getpid(), signal.SIGTERM)  # our handler runs on the main thread (SIGINT may be ignored)
+    def _watch(self) -> None:
+        announced = False
+        while not self._closing:
+            time.sleep(self.poll_s)
+            if self.requested_at is None or self._held:
+                continue
+            if not announced:
+                announced = True
+                self.announce(f"{signal.Signals(self._signum).name}: stopping at the next checkpoint point to save "
+                              f"the progress (at most {self.grace_s:g} s); press Ctrl-C again to stop now without it")
+            if time.monotonic() - self.requested_at >= self.grace_s:
+                self.expired = True
+                os.kill(os.getpid(), signal.SIGTERM)  # our handler runs on the main thread (SIGINT may be ignored)
+                return
 
     def hold(self) -> None:
-        """Cancel the grace period (called when the stop's checkpoint starts, so the write is not cut short)."""
+        """End the grace period (called when the stop's checkpoint starts, so the write is not cut short)."""
         self._held = True
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None

@@ -133,3 +133,16 @@ def test_queue_sampler_with_one_key_set() -> None:
         assert torch.isfinite(stats["contrastive_loss"])
     assert int(agent.sampler.filled) == 16  # two updates' keys are queued (and checkpointed with the sampler)
     assert "sampler" in agent.training_state()
+
+
+def test_update_statistics_not_yet_logged_survive_a_checkpoint() -> None:
+    """A checkpoint between two logs (a Ctrl-C saves one at any step) keeps the window's statistics, so the first
+    log after ``--resume`` averages the same updates as without the stop."""
+    source, target = tiny_agent(), tiny_agent()
+    source.train(gradient_steps=3, batch_size=8)
+    state = source.training_state()
+    assert state["update_stats"]["critic_loss"].shape == (3,)
+    target.load_training_state(state)
+    expected = source.pop_stats()
+    assert target.pop_stats() == pytest.approx(expected) and "contrastive_loss" in expected
+    assert source.training_state()["update_stats"] == {}  # logged: nothing left to carry

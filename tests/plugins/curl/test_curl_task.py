@@ -184,3 +184,30 @@ def test_sigterm_mid_episode_saves_the_agent_and_replay_then_resume_finishes(tmp
     assert summary["train/env_frames"] == 320 and summary["train/updates"] == 40 - 10
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "eval/episode_return_vs_env_frames" in r] == [0, 160, 320]
+
+
+def test_sigterm_during_the_final_evaluation_lets_the_run_finish(tmp_path: Path, monkeypatch) -> None:
+    import os
+    import signal
+    import time
+
+    from contrastlab.plugins.curl.task import _TrainLoop
+    from contrastlab.testing import run_cli
+
+    evaluate = _TrainLoop.maybe_evaluate
+
+    def signal_in_final_evaluation(self, force: bool = False) -> None:
+        if force:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.01)
+        evaluate(self, force)
+
+    monkeypatch.setattr(_TrainLoop, "maybe_evaluate", signal_in_final_evaluation)
+    sets = [arg for item in TINY for arg in ("--set", item)]
+    code, out = run_cli(["train", "--plugin", "curl", "--loss", "pucl", "--device", "cpu", "--logdir",
+                         str(tmp_path), *sets, "--set", "train.env_frames=240"])
+    assert code == 0, out
+    (run_dir,) = tmp_path.glob("*/*/*")
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "completed"
+    summary = json.loads((run_dir / "summary.json").read_text())["metrics"]
+    assert summary["train/env_frames"] == 240 and 0.0 <= summary["train/clamped_frac"] <= 1.0

@@ -291,6 +291,9 @@ class CurlSAC(SAC):
             "num_timesteps": self.num_timesteps,
             "n_updates": self._n_updates,
             "episode_num": self._episode_num,
+            # the update statistics not yet logged: a checkpoint between two logs (a Ctrl-C) loses none of them
+            "update_stats": {key: torch.stack([v.float() for v in values]).cpu()
+                             for key, values in self._stat_sums.items()},
         }
 
     def load_training_state(self, state: dict[str, Any]) -> None:
@@ -308,4 +311,6 @@ class CurlSAC(SAC):
         self.contrastive_loss.load_state_dict(state["loss"])
         self.num_timesteps = int(state["num_timesteps"])
         self._n_updates = int(state["n_updates"])
+        self._stat_sums = {key: list(values.to(self.device).unbind(0))
+                           for key, values in state.get("update_stats", {}).items()}
         self._episode_num = int(state["episode_num"])

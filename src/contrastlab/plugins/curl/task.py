@@ -160,13 +160,14 @@ class _TrainLoop(BaseCallback):
         self.run.log({f"{k}{FRAMES}": v for k, v in metrics.items()}, step=self.frames)
         self.bar.update(0, eval=f"{metrics['eval/episode_return']:.1f}")
 
-    def checkpoint(self) -> None:
-        """Save agent, loop state and (optionally) the replay buffer, which only the newest checkpoint keeps."""
+    def checkpoint(self, final: bool = False) -> None:
+        """Save agent, loop state and (optionally) the replay buffer, which only the newest checkpoint keeps
+        (``final``: after the last step; a pending Ctrl-C then lets the run finish)."""
         self.state["last_ckpt_frames"] = self.frames
         state: dict[str, Any] = {"agent": self.model.training_state(), "loop": dict(self.state)}
         if self.config.train.save_buffer:
             state["replay_buffer"] = self.model.replay_buffer.state_dict()
-        self.run.save_checkpoint(state, step=self.frames, latest_only=("replay_buffer",))
+        self.run.save_checkpoint(state, step=self.frames, latest_only=("replay_buffer",), final=final)
 
 
 class CurlTask(TaskPlugin[CurlConfig]):
@@ -241,7 +242,7 @@ class CurlTask(TaskPlugin[CurlConfig]):
             loop.log_training()
             loop.maybe_evaluate(force=True)
             if loop.state.get("last_ckpt_frames") != loop.frames:
-                loop.checkpoint()
+                loop.checkpoint(final=True)
         wall = time.monotonic() - t0
         env.close()
         eval_env.close()
