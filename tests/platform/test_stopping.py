@@ -189,7 +189,6 @@ def test_sigterm_saves_a_checkpoint_at_the_next_step_and_resume_reproduces_the_r
     with fresh_plugin_manager(contrastlab_toy.plugin, _SignalledToy(at_step=13), package="contrastlab-toy"):
         code, out = run_cli(["train", "--plugin", "toy_signalled", "--logdir", str(tmp_path / "stopped"), *args])
         assert code == 130, out
-        assert "stopping at the next checkpoint point" in out
         assert "stopped after saving a checkpoint at step 13; continue with:" in out and "Traceback" not in out
         (run_dir,) = (tmp_path / "stopped").glob("*/*/*")
         info = json.loads((run_dir / "run.json").read_text())

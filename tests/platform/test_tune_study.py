@@ -374,3 +374,31 @@ def test_ctrl_c_after_a_completed_trial_still_writes_best(tmp_path, monkeypatch)
     assert result.exit_code == 130, result.output
     assert json.loads((out / "best.json").read_text())["trial"] == 0
     assert (out / "best.yaml").read_text().startswith("# best trial 0: value 0.5")
+
+
+OPEN_AT = """
+import sys, time
+from pathlib import Path
+from types import SimpleNamespace
+from contrastlab.experiments import tune as tn
+plugin = SimpleNamespace(name="fake", primary_metric="eval/score", higher_is_better=True)
+out = Path(sys.argv[1])
+spec = tn.TuneSpec(plugin, "dcl", "smoke", ["train.epochs=1"], [tn.parse_search("loss.tau_plus=uniform(0.01,0.3)")],
+                   [1], out)
+while time.time() < float(sys.argv[2]):
+    pass
+tn.open_study(spec, f"sqlite:///{out / 'study.db'}", "s", "none")
+"""
+
+
+def test_commands_starting_together_on_a_new_storage_all_open_the_study(tmp_path):
+    """Four `platform tune` commands on one new SQLite file (several workers of one study): each creates the schema
+    and the study at the same moment. Before the retry, all but one failed with sqlalchemy's IntegrityError."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+    start = str(time.time() + 3)
+    procs = [subprocess.Popen([sys.executable, "-c", OPEN_AT, str(tmp_path), start], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(4)]
+    outputs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, outputs
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    assert study.user_attrs["setup"]["preset"] == "smoke"

@@ -16,12 +16,15 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
 from contrastlab.experiments.runner import pid_alive
 from contrastlab.platform.errors import ConfigError
 
+SCHEMA_RACE_RETRIES = 5
+"""How often :func:`open_study` tries again when another process creates the same new storage at the same time."""
 SETUP_ATTR = "setup"
 """Study (and trial) user attribute holding :func:`setup_record`."""
 _OPTION = {
@@ -120,12 +123,22 @@ def open_study(spec: Any, storage: str, name: str, pruner: str) -> Any:
     """Create or load the study; refuse one created with another direction or setup (:func:`check_setup`)."""
     optuna = import_optuna()
     chosen = optuna.pruners.MedianPruner(n_startup_trials=5) if pruner == "median" else optuna.pruners.NopPruner()
-    try:
-        study = optuna.create_study(
-            storage=storage, study_name=name, direction=spec.direction, pruner=chosen, load_if_exists=True
-        )
-    except ValueError as exc:
-        raise ConfigError(f"--study {name}: {exc}") from None
+    from sqlalchemy.exc import IntegrityError, OperationalError
+
+    for attempt in range(SCHEMA_RACE_RETRIES + 1):
+        try:
+            study = optuna.create_study(
+                storage=storage, study_name=name, direction=spec.direction, pruner=chosen, load_if_exists=True
+            )
+            break
+        except ValueError as exc:
+            raise ConfigError(f"--study {name}: {exc}") from None
+        except (IntegrityError, OperationalError):
+            # another process (a second `platform tune` on the same storage) was creating the same new database
+            # schema or study at the same moment; it exists now, so loading it again succeeds
+            if attempt == SCHEMA_RACE_RETRIES:
+                raise
+            time.sleep(0.2 * (attempt + 1))
     check_direction(study, spec.direction, storage)
     check_setup(study, setup_record(spec), storage)
     return study
