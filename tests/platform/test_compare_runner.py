@@ -23,6 +23,14 @@ FAKE_TRAIN = textwrap.dedent(
     argv = sys.argv[1:]
     with open(os.environ["FAKE_CALLS"], "a") as fh:
         fh.write(json.dumps(argv) + "\\n")
+    if os.environ.get("FAKE_STOP_DELAY"):  # a run that takes a while to stop (saving its checkpoint)
+        import signal
+        def on_ctrl_c(signum, frame):
+            with open(os.environ["FAKE_CALLS"] + ".stops", "a") as fh:
+                fh.write(f"{time.time()}\\n")
+            time.sleep(float(os.environ["FAKE_STOP_DELAY"]))
+            sys.exit(130)
+        signal.signal(signal.SIGINT, on_ctrl_c)
     time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
     def opt(name):
         return argv[argv.index(name) + 1] if name in argv else None
@@ -161,6 +169,31 @@ def test_ctrl_c_interrupts_running_processes(tmp_path, fake, monkeypatch):
     assert time.monotonic() - start < 10
     assert len(calls()) == 2  # two were started, none finished
     assert all(runner.run_state(p.run_dir(tmp_path / "out")) != "completed" for p in points)
+
+
+def test_ctrl_c_signals_every_run_before_waiting_for_any(tmp_path, fake, monkeypatch):
+    """Runs that take a while to stop (a curl run saves a checkpoint first) all get Ctrl-C at once; waiting for
+    the first before signalling the second would make its signal arrive late, as a second Ctrl-C."""
+    import os
+    import time
+
+    base, calls = fake
+    monkeypatch.setenv("FAKE_SLEEP", "60")
+    monkeypatch.setenv("FAKE_STOP_DELAY", "3")
+    real_sleep, ticks = time.sleep, []
+
+    def interrupt_once_both_run(seconds):
+        ticks.append(seconds)
+        if len(ticks) == 20:  # both children are up by now (the pool polls every 0.05 s)
+            raise KeyboardInterrupt
+        real_sleep(min(seconds, 0.1))
+
+    monkeypatch.setattr(time, "sleep", interrupt_once_both_run)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_grid(grid(), tmp_path / "out", slots=[None, None], base=base, console=quiet(), poll=0.05)
+    stops = [float(t) for t in Path(os.environ["FAKE_CALLS"] + ".stops").read_text().split()]
+    assert len(calls()) == 2 and len(stops) == 2
+    assert abs(stops[0] - stops[1]) < 1.5  # one after the other they would be >= 3 s apart
 
 
 def test_a_start_killed_inside_run_create_is_discarded_before_the_retry(tmp_path) -> None:

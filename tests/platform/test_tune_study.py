@@ -143,6 +143,7 @@ from pathlib import Path
 argv = sys.argv[1:]
 opt = lambda name: argv[argv.index(name) + 1]
 Path(opt("--logdir")).mkdir(parents=True, exist_ok=True)
+(Path(opt("--logdir")) / "stop_checkpoint").write_text(os.environ.get("CONTRASTLAB_CHECKPOINT_ON_STOP", "unset"))
 (Path(opt("--logdir")) / "pid").write_text(str(os.getpid()))
 time.sleep(60)
 """
@@ -186,6 +187,8 @@ def test_ctrl_c_inside_a_trial_stops_its_training_process(tmp_path, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         tn.train_locally(spec, point, tmp_path / "t", optuna.create_study().ask(), prune=False)
     assert wait_dead(int(pid_file.read_text()), 12)
+    # a stopped trial is re-run from scratch: its training process stops at once, without a checkpoint first
+    assert (pid_file.parent / "stop_checkpoint").read_text() == "0"
 
 
 PARENT = """
