@@ -181,6 +181,8 @@ def add_train_commands(app: typer.Typer) -> None:
           platform train --plugin simclr --loss dcl --set loss.tau_plus=0.1 --seed 2
 
           platform train --resume runs/curl/pucl/20261121-120000-s1
+
+        Ctrl-C or SIGTERM stops the run and prints its --resume command (curl saves a checkpoint first).
         """
         if resume is not None:
             given = {"--plugin": plugin, "--loss": loss, "--sampler": sampler, "--encoder": encoder, "--preset": preset,
