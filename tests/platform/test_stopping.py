@@ -62,8 +62,8 @@ def test_no_checkpoint_point_within_the_grace_period_stops_the_run(ctrl_c_ignore
     finally:
         signal.signal(signal.SIGINT, previous)
     assert stop.expired and stop.saved_step is None
-    assert lines == ["SIGTERM: stopping at the next checkpoint point to save the progress (at most 0.2 s); press "
-                     "Ctrl-C again to stop now without it"]
+    assert lines == ["SIGTERM: stopping at the next checkpoint point to save the progress (at most 0.2 s); Ctrl-C "
+                     "again, 2 s or more later, stops now without it"]
 
 
 def toy_run(tmp_path: Path, steps: int = 40):
@@ -222,14 +222,19 @@ def test_an_ignored_ctrl_c_stays_ignored() -> None:
         signal.signal(signal.SIGINT, previous)
 
 
-def test_a_plugin_that_does_not_opt_in_stops_at_once_as_before(toy_pm: PluginManager, tmp_path: Path) -> None:
+@pytest.mark.parametrize("at_step", [13, 5])
+def test_a_plugin_that_does_not_opt_in_stops_at_once_as_before(at_step: int, toy_pm: PluginManager,
+                                                               tmp_path: Path) -> None:
     import contrastlab_toy.plugin
 
-    with fresh_plugin_manager(contrastlab_toy.plugin, _SignalledToy(at_step=13, opt_in=False),
+    with fresh_plugin_manager(contrastlab_toy.plugin, _SignalledToy(at_step=at_step, opt_in=False),
                               package="contrastlab-toy"):
         code, out = run_cli(["train", "--plugin", "toy_signalled", "--logdir", str(tmp_path), "--set",
                              "train.steps=40", "--set", "checkpoint_every=10"])
-    assert code == 130 and "interrupted; continue with:" in out and "stopping at" not in out, out
+    said = ("interrupted; continue with:" if at_step > 10 else
+            "interrupted before its first checkpoint; --resume starts it again from the beginning; continue with:")
+    assert code == 130 and said in out and "stopping at" not in out, out
     (run_dir,) = tmp_path.glob("*/*/*")
-    assert [p.name for p in (run_dir / "checkpoints").glob("*.pt")] == ["step_000000000010.pt"]
+    saved = [p.name for p in (run_dir / "checkpoints").glob("*.pt")] if (run_dir / "checkpoints").is_dir() else []
+    assert saved == (["step_000000000010.pt"] if at_step > 10 else [])
     assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"

@@ -106,6 +106,8 @@ def execute(run: Run) -> dict:
     except KeyboardInterrupt:
         run.mark("interrupted")
         saved = "interrupted"
+        if run.latest_checkpoint_step() is None:
+            saved = "interrupted before its first checkpoint; --resume starts it again from the beginning"
         if stop.saved_step is not None:
             saved = f"stopped after saving a checkpoint at step {stop.saved_step}"
         elif stop.expired:

@@ -116,7 +116,8 @@ class GracefulStop:
             if not announced:
                 announced = True
                 self.announce(f"{signal.Signals(self._signum).name}: stopping at the next checkpoint point to save "
-                              f"the progress (at most {self.grace_s:g} s); press Ctrl-C again to stop now without it")
+                              f"the progress (at most {self.grace_s:g} s); Ctrl-C again, {self.merge_s:g} s or more "
+                              "later, stops now without it")
             if time.monotonic() - self.requested_at >= self.grace_s:
                 self.expired = True
                 os.kill(os.getpid(), signal.SIGTERM)  # our handler runs on the main thread (SIGINT may be ignored)
