@@ -105,13 +105,14 @@ def execute(run: Run) -> dict:
             metrics = run.plugin.train(run.config, run)
     except KeyboardInterrupt:
         run.mark("interrupted")
-        saved = "interrupted"
-        if run.latest_checkpoint_step() is None:
-            saved = "interrupted before its first checkpoint; --resume starts it again from the beginning"
         if stop.saved_step is not None:
             saved = f"stopped after saving a checkpoint at step {stop.saved_step}"
         elif stop.expired:
             saved = f"interrupted: no checkpoint point within {stop.grace_s:g} s, so none was saved"
+        elif run.latest_checkpoint_step() is None:
+            saved = "interrupted before its first checkpoint; --resume starts it again from the beginning"
+        else:
+            saved = "interrupted"
         print_commands(f"{saved}; continue with:", resume_command(run), stderr=True)
         raise typer.Exit(130) from None
     except Exception as exc:

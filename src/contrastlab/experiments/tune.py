@@ -53,6 +53,10 @@ from contrastlab.experiments.tune_trials import TrialFailedError, TrialLines, sa
 from contrastlab.platform.errors import ConfigError, ContrastlabError, DataMissingError
 from contrastlab.platform.stopping import OPT_OUT_VARIABLE
 
+TRIAL_ENV = {OPT_OUT_VARIABLE: "0"}
+"""Added to a trial's ``platform train`` environment: a stopped trial is re-run from scratch, so its run stops at
+once instead of saving a checkpoint first."""
+
 __all__ = [  # re-exported for the CLI and the tests
     "SearchParam",
     "TrialFailedError",
@@ -198,8 +202,7 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
     log = trial_out / "logs" / f"{point.run_name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     cmd = runner.train_command(point, trial_out, spec.device, runner.platform_base_command())
-    # as compare --jobs; a stopped trial is re-run from scratch, so its run need not save a checkpoint first
-    env = runner.train_env((os.cpu_count() or 1) // spec.parallel, **{OPT_OUT_VARIABLE: "0"})
+    env = runner.train_env((os.cpu_count() or 1) // spec.parallel, **TRIAL_ENV)  # threads as compare --jobs
     reported: set[int] = set()
     say(start_line(trial.number, dict(point.grid), point.seed, spec.seeds))
 
@@ -276,7 +279,7 @@ def objective(spec: TuneSpec, trial: Any) -> float:
         from contrastlab.experiments.ray_runner import run_grid_ray
 
         results = run_grid_ray(points, trial_out, announce=False, settled=lambda: recorded(trial),
-                               env={OPT_OUT_VARIABLE: "0"}, **spec.ray)  # as the local trials below
+                               env=dict(TRIAL_ENV), **spec.ray)
         failed = [r for r in results if r.status == "failed"]
         if failed:
             raise TrialFailedError(failed[0].error or "run failed", failed[0].point.log_path(trial_out))

@@ -182,8 +182,8 @@ class CurlTask(TaskPlugin[CurlConfig]):
     sampler_inputs = frozenset({"query_key", "queue"})
     encoders = frozenset({"pixel_conv"})
     primary_metric = "eval/episode_return"
-    checkpoint_on_stop = True  # checkpoint_due is asked between environment steps, after their update
     higher_is_better = True
+    checkpoint_on_stop = True  # checkpoint_due is asked between environment steps, after their update
 
     def label_kinds(self, config: CurlConfig) -> frozenset[str]:
         """RL observations carry no labels."""
