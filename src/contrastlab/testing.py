@@ -5,6 +5,8 @@
 * :func:`gaussian_clusters`: a tiny labelled synthetic dataset (unit-norm class clusters) for fast checks.
 * :func:`noisy_views`: two augmented "views" of a batch of vectors.
 * :func:`run_cli`: run ``platform ...`` in-process with Typer's CliRunner and return (exit code, output).
+* :func:`sigterm_at` and :func:`check_stop_and_resume`: for a plugin that sets ``checkpoint_on_stop``, check that
+  a run stopped by SIGTERM at any step and resumed logs what the uninterrupted run logs.
 
 Example (pytest)::
 
@@ -20,8 +22,13 @@ Example (pytest)::
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -79,3 +86,74 @@ def run_cli(args: list[str], env: dict[str, str] | None = None) -> tuple[int, st
 
         output += "".join(traceback.format_exception(result.exception))
     return result.exit_code, output
+
+
+@contextmanager
+def sigterm_at(step: int, when: str = "checkpoint_due") -> Iterator[None]:
+    """Within the block, the process sends itself SIGTERM once, when a run reaches ``step``: as it asks
+    ``run.checkpoint_due(step)`` (``when="checkpoint_due"``), or right after ``run.log(..., step)`` (``"log"``)."""
+    from contrastlab.platform.run import Run
+
+    if when not in ("checkpoint_due", "log"):
+        raise ValueError(f"when must be 'checkpoint_due' or 'log', not {when!r}")
+    original = getattr(Run, when)
+    armed = [True]
+
+    def deliver() -> None:
+        armed[0] = False
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100):  # let Python run the handler before the run goes on
+            time.sleep(0.001)
+
+    def checkpoint_due(self: Run, at: int) -> bool:
+        if armed[0] and at == step:
+            deliver()
+        return original(self, at)
+
+    def log(self: Run, scalars: dict[str, float], at: int, *args: Any, **kwargs: Any) -> None:
+        original(self, scalars, at, *args, **kwargs)
+        if armed[0] and at == step:
+            deliver()
+
+    setattr(Run, when, checkpoint_due if when == "checkpoint_due" else log)
+    try:
+        yield
+    finally:
+        setattr(Run, when, original)
+
+
+def check_stop_and_resume(plugin: str, args: Sequence[str], logdir: Path, step: int, when: str = "checkpoint_due",
+                          ignore: Sequence[str] = ("time", "per_s", "wall")) -> Path:
+    """Train ``plugin`` twice with ``args``: once straight through, once stopped by SIGTERM at ``step``
+    (:func:`sigterm_at`) and continued with ``--resume``. Asserts that the stopped run saved its checkpoint at
+    ``step`` and exited as interrupted, and that the resumed run's ``metrics.jsonl`` rows and final metrics equal
+    the uninterrupted run's (names containing any of ``ignore``, e.g. throughput, are left out). Returns the
+    stopped run's directory."""
+
+    from contrastlab.platform.rundir import RunDir
+
+    def train(extra: Sequence[str], where: Path) -> tuple[Path, str]:
+        code, out = run_cli(["train", "--plugin", plugin, *args, *extra, "--logdir", str(where)])
+        dirs = [p for p in where.glob("*/*/*") if RunDir.has_record(p)]
+        assert len(dirs) == 1, out
+        return dirs[0], f"exit {code}: {out}"
+
+    def kept(row: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in row.items() if not any(w in k for w in ignore)}
+
+    def logged(run_dir: Path) -> list[dict[str, Any]]:
+        lines = RunDir(run_dir).metrics_jsonl.read_text().splitlines()
+        return [kept(json.loads(line)) for line in lines]
+
+    full, out = train([], logdir / "straight")
+    assert out.startswith("exit 0"), out
+    with sigterm_at(step, when):
+        stopped, out = train([], logdir / "stopped")
+    assert out.startswith("exit 130") and f"stopped after saving a checkpoint at step {step};" in out, out
+    assert RunDir(stopped).info()["last_checkpoint_step"] == step
+    code, out = run_cli(["train", "--resume", str(stopped)])
+    assert code == 0, out
+    assert logged(stopped) == logged(full)
+    final = [kept(RunDir(d).summary()["metrics"]) for d in (stopped, full)]
+    assert final[0] == final[1] and final[0]
+    return stopped

@@ -185,7 +185,7 @@ def add_train_commands(app: typer.Typer) -> None:
 
           platform train --resume runs/curl/pucl/20261121-120000-s1
 
-        Ctrl-C or SIGTERM stops the run and prints its --resume command (curl saves a checkpoint first).
+        Ctrl-C or SIGTERM saves a checkpoint at the next step, stops the run and prints its --resume command.
         """
         if resume is not None:
             given = {"--plugin": plugin, "--loss": loss, "--sampler": sampler, "--encoder": encoder, "--preset": preset,

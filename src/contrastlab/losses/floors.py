@@ -31,6 +31,7 @@ from torch import Tensor
 
 from contrastlab.losses.base import NEG, floor_logits, neg_count, safe_log
 from contrastlab.losses.batch import ContrastiveBatch
+from contrastlab.platform.logwindow import LogWindow
 
 FLOOR_RULES = ("bound", "trimmed")
 """Values of :attr:`ContrastiveBatch.negative_floor`."""
@@ -77,29 +78,19 @@ def record_clamped(stats: dict[str, Tensor] | None, clamped: Tensor) -> None:
     stats[CLAMPED_FRAC] = clamped.detach().float().mean() if clamped.numel() else torch.zeros((), device=clamped.device)
 
 
-class ClampMeter:
+class ClampMeter(LogWindow):
     """Running mean of a loss's ``clamped_frac`` between two logging points, kept as a tensor.
 
     ``update(loss)`` after every step reads ``loss.last_stats`` without a host sync; ``pop(tag)`` returns
     ``{tag: mean}`` (one sync) or ``{}`` when the loss reports no clamp statistic (InfoNCE, BCL, SupCon, ...).
+    A :class:`~contrastlab.platform.logwindow.LogWindow`, so its ``state_dict`` can go into checkpoints.
     """
-
-    def __init__(self) -> None:
-        self.total: Tensor | None = None
-        self.count = 0
 
     def update(self, loss: object) -> None:
         """Add the last call's ``clamped_frac`` of ``loss`` (a registered loss module), if it has one."""
-        value = getattr(loss, "last_stats", {}).get(CLAMPED_FRAC)
-        if value is None:
-            return
-        self.total = value.detach().clone() if self.total is None else self.total + value.detach()
-        self.count += 1
+        self.add(CLAMPED_FRAC, getattr(loss, "last_stats", {}).get(CLAMPED_FRAC))
 
-    def pop(self, tag: str = "train/clamped_frac") -> dict[str, float]:
+    def pop(self, tag: str = "train/clamped_frac") -> dict[str, float]:  # type: ignore[override]
         """``{tag: mean since the last pop}`` (empty if nothing was recorded), then reset."""
-        if self.total is None or self.count == 0:
-            return {}
-        out = {tag: float(self.total) / self.count}
-        self.total, self.count = None, 0
-        return out
+        means = super().pop()
+        return {tag: means[CLAMPED_FRAC]} if CLAMPED_FRAC in means else {}

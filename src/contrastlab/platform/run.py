@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import shutil
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -21,7 +20,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import yaml
 
@@ -32,6 +30,7 @@ from contrastlab.platform.hparams import hparam_columns, write_session
 from contrastlab.platform.plugins import registry
 from contrastlab.platform.preflight import preflight
 from contrastlab.platform.progress import ProgressBar
+from contrastlab.platform.rng import rng_state, seed_everything, set_rng_state
 from contrastlab.platform.rundir import RunDir, check_writable_dir, first_missing, write_text_atomic
 from contrastlab.platform.stopping import GracefulStop
 from contrastlab.platform.sysinfo import hardware_info, package_versions
@@ -59,32 +58,6 @@ def resolve_device(spec: str) -> torch.device:
             )
         return torch.device(spec)
     raise DeviceError(f"unknown device '{spec}'; valid: auto, cpu, cuda, cuda:K")
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python, numpy and torch (all devices)."""
-    random.seed(seed)
-    np.random.seed(seed % (2**32))
-    torch.manual_seed(seed)
-
-
-def _rng_state() -> dict[str, Any]:
-    state: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: Mapping[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def is_main_process() -> bool:
@@ -323,7 +296,7 @@ class Run:
             return path
         payload = dict(state)
         payload["step"] = int(step)
-        payload["_rng"] = _rng_state()
+        payload["_rng"] = rng_state()
         self.checkpoints.save(payload, int(step), latest_only=latest_only)
         with suppress(OSError):
             if self._metrics_file is not None:
@@ -344,7 +317,7 @@ class Run:
             return None
         rng = state.pop("_rng", None)
         if restore_rng and rng is not None:
-            _set_rng_state(rng)
+            set_rng_state(rng)
         return state
 
     # ------------------------------------------------------------------ end of run

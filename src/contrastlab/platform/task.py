@@ -109,7 +109,9 @@ class TaskPlugin(Generic[C]):
     checkpoint_on_stop: ClassVar[bool] = False
     """Whether the first Ctrl-C/SIGTERM of ``platform train`` may save a checkpoint at the next
     ``run.checkpoint_due`` call and then stop (:mod:`contrastlab.platform.stopping`): set it when every such call is
-    a point where a checkpoint resumes as faithfully as your periodic ones (nothing accumulated in memory is lost)."""
+    a point where a checkpoint resumes as faithfully as your periodic ones (nothing accumulated in memory is lost:
+    keep per-step statistics in a :class:`~contrastlab.platform.logwindow.LogWindow` saved with the checkpoint; run
+    an evaluation due at that step before it). ``contrastlab.testing.check_stop_and_resume`` tests it."""
 
     def label_kinds(self, config: C) -> frozenset[str]:
         """Kinds of observed labels this plugin's batches can carry under ``config`` (``{"class"}``, ``{"pu"}``).

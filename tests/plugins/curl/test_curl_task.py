@@ -130,6 +130,28 @@ def test_smoke_run_logs_on_frame_axis_checkpoints_resumes_and_evaluates(tmp_path
     assert "eval (recording episode 1) 1/1" in progress and "wrote episode.gif" in progress
 
 
+def test_a_resume_without_the_replay_buffer_refills_it_before_updating_again(tmp_path: Path) -> None:
+    """The 160-frame checkpoint of a 320-frame run loses its buffer once the 320-frame one is written. Resumed
+    from it, the run takes init_steps (10) random-action steps into the empty buffer before its next update,
+    instead of updating on batches drawn from one, two, three... transitions. Nor does it write the checkpoint it
+    resumed from again."""
+    task, cfg = CurlTask(), config(*TINY, "train.eval_episodes=1")
+    run = Run.create(task, cfg, tmp_path)
+    full = task.train(cfg, run)
+    run.finish(full)
+    for part in (run.dir / "checkpoints").glob("step_000000000320*"):
+        part.unlink()
+    assert "replay_buffer" not in Run.open(run.dir).load_checkpoint()
+    resumed, saved = Run.open(run.dir), []
+    save = resumed.save_checkpoint
+    resumed.save_checkpoint = lambda state, step, **kw: saved.append(step) or save(state, step, **kw)
+    again = task.train(resumed.config, resumed)
+    summary = resumed.finish(again)
+    assert saved == [320]  # not the 160-frame checkpoint it resumed from, again
+    assert summary["resumed_without_replay_buffer_at_frame"] == 160
+    assert full["train/updates"] == 30 and again["train/updates"] == 30 - 10
+
+
 @pytest.mark.slow
 def test_same_seed_same_metrics(tmp_path: Path) -> None:
     sets = [*TINY, "train.env_frames=160", "train.eval_every_frames=160", "train.log_every_frames=160"]

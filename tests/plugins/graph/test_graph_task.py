@@ -13,7 +13,7 @@ from contrastlab.platform.run import Run, seed_everything
 from contrastlab.platform.task import EvalOptions
 from contrastlab.plugins.graph.task import GraphTask, load_graphs, readout_metrics
 from contrastlab.plugins.graph.trainer import build_model, embed_dataset
-from contrastlab.testing import run_cli
+from contrastlab.testing import check_stop_and_resume, run_cli
 
 TINY = ["train.max_steps=6", "checkpoint_every=3", "train.batch_size=16", "train.log_every=1",
         "data.synthetic.graphs=60", "eval.initial=false", "eval.c_grid=[1.0]", "eval.folds=3"]
@@ -95,3 +95,15 @@ def test_compare_two_losses_gives_a_table_with_the_primary_metric(tmp_path: Path
     summaries = [json.loads(p.read_text()) for p in (tmp_path / "cmp").rglob("summary.json")]
     assert sorted(s["loss"] for s in summaries) == ["dcl", "infonce"]
     assert all(s["preset"] == "smoke" and 0 < s["metrics"]["eval/svm_acc"] <= 1 for s in summaries)
+
+
+@pytest.mark.parametrize(("step", "when", "log_every"), [(1, "checkpoint_due", 2), (4, "log", 4)])
+def test_a_stopped_run_saves_where_it_stopped_and_resumes_as_if_never_stopped(tmp_path: Path, step: int, when: str,
+                                                                             log_every: int) -> None:
+    """SIGTERM mid-way through a logging window (step 1 of 2), or during the last step of an epoch (step 4 of 4;
+    the epoch's SVM evaluation then runs before the stop's checkpoint): the same rows and metrics as a run never
+    stopped."""
+    sets = [*TINY[:1], "checkpoint_every=100", *TINY[2:3], f"train.log_every={log_every}", *TINY[4:], "eval.every=1"]
+    stopped = check_stop_and_resume("graph", ["--loss", "dcl", *(a for s in sets for a in ("--set", s))], tmp_path,
+                                    step, when)
+    assert [r["step"] for r in rows(stopped) if "eval/svm_acc" in r] == [4, 6]

@@ -14,7 +14,7 @@ from contrastlab.platform.plugins import registry
 from contrastlab.platform.preflight import preflight
 from contrastlab.platform.run import Run
 from contrastlab.plugins.pu import task as pu_task
-from contrastlab.testing import run_cli
+from contrastlab.testing import check_stop_and_resume, run_cli
 
 TINY = [
     "data.dataset=synthetic",
@@ -220,3 +220,41 @@ def test_each_phase_counts_its_own_steps(tmp_path: Path) -> None:
     assert [r["step"] for r in rows if "test/accuracy" in r] == [6]
     # checkpoints keep one global count (4 pre-training + 6 classifier steps), so a resume knows the phase
     assert run.latest_checkpoint_step() == 10
+
+
+@pytest.mark.parametrize("step", [3, 7])
+def test_a_stopped_run_saves_where_it_stopped_and_resumes_as_if_never_stopped(tmp_path: Path, step: int,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM between two logs of pre-training (step 3; the clamp fraction of step 3 is pending) or of the
+    classifier (global step 7 = classifier step 3; its nnPU ascent count is pending): the same rows and metrics as
+    a run never stopped. The tiny run never clamps or ascends, so both statistics are replaced by values that
+    vary from step to step (a function of that step's loss, the same in every run) to make a lost one show."""
+    import dataclasses
+
+    make_loss, classifier_step = pu_task.cl.make_loss, pu_task.classifier_step
+
+    def loss_with_a_varying_clamp(*args, **kwargs):
+        loss = make_loss(*args, **kwargs)
+        forward = loss.forward
+
+        def wrapped(*a, **k):
+            value = forward(*a, **k)
+            loss.last_stats = {"clamped_frac": (value.detach() * 1000) % 1}
+            return value
+
+        loss.forward = wrapped
+        return loss
+
+    def step_with_varying_ascents(*args, **kwargs):
+        out = classifier_step(*args, **kwargs)
+        return dataclasses.replace(out, ascent=float(out.value * 1000) % 1 > 0.5)
+
+    monkeypatch.setattr(pu_task.cl, "make_loss", loss_with_a_varying_clamp)
+    monkeypatch.setattr(pu_task, "classifier_step", step_with_varying_ascents)
+    sets = [*(s for s in TINY if not s.startswith("checkpoint_every")), "checkpoint_every=100"]
+    stopped = check_stop_and_resume("pu", ["--loss", "pucl", *(a for s in sets for a in ("--set", s))], tmp_path,
+                                    step)
+    rows = [json.loads(line) for line in (stopped / "metrics.jsonl").read_text().splitlines()]
+    clamped = [r["train/clamped_frac"] for r in rows if "train/clamped_frac" in r]
+    ascents = [r["classifier/ascent_fraction"] for r in rows if "classifier/ascent_fraction" in r]
+    assert len(clamped) == 2 and len(ascents) == 3 and any(0 < v < 1 for v in clamped + ascents)

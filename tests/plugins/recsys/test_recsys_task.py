@@ -13,7 +13,7 @@ from contrastlab import ConfigError, DataMissingError
 from contrastlab.platform.config import resolve_config
 from contrastlab.platform.run import Run
 from contrastlab.plugins.recsys.task import RecsysTask
-from contrastlab.testing import run_cli
+from contrastlab.testing import check_stop_and_resume, run_cli
 
 TINY = ["data.synthetic.users=80", "data.synthetic.items=100", "train.epochs=3", "train.batch_size=64",
         "eval.every_epochs=2", "encoder.dim=16"]
@@ -151,3 +151,14 @@ def test_tiny_compare_over_two_losses(tmp_path):
     assert "eval/ndcg@20" in (out / "results.md").read_text()
     code, text = run_cli(["compare", "--plugin", "recsys", "--loss", "infonce,bcl", "--out", str(tmp_path / "x")])
     assert code == 2 and "--preset is required" in text
+
+
+@pytest.mark.parametrize(("step", "when", "log_every"), [(5, "checkpoint_due", 10), (24, "log", 8)])
+def test_a_stopped_run_saves_where_it_stopped_and_resumes_as_if_never_stopped(tmp_path, step, when, log_every):
+    """SIGTERM mid-way through a logging window (step 5 of 10), or during an epoch's last step (24 of 24; the
+    epoch's evaluation then runs before the stop's checkpoint): the same rows and metrics as a run never stopped."""
+    sets = [*TINY, "eval.every_epochs=1", f"train.log_every={log_every}", "train.negatives=both",
+            "train.num_negatives=16"]
+    stopped = check_stop_and_resume("recsys", ["--loss", "dcl", *(a for s in sets for a in ("--set", s))], tmp_path,
+                                    step, when)
+    assert [r["step"] for r in _rows(stopped) if "eval/ndcg@20" in r] == [0, 24, 48, 72]

@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from simclr_helpers import tiny_config
+from simclr_helpers import TINY, tiny_config
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from contrastlab.platform.run import Run
 from contrastlab.platform.task import EvalOptions
 from contrastlab.plugins.simclr import SimCLRTask
+from contrastlab.testing import check_stop_and_resume
 
 FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 
@@ -108,3 +109,15 @@ def test_trains_on_a_fake_cifar10_archive(tmp_path):
     _, summary = _train(tmp_path / "runs", config)
     assert summary["num_classes"] == 10 and summary["train_images"] == 40
     assert summary["tau_plus"] == pytest.approx(0.1) and 0 <= summary["metrics"]["eval/linear_top1"] <= 1
+
+
+@pytest.mark.parametrize(("step", "when"), [(6, "checkpoint_due"), (8, "log")])
+def test_a_stopped_run_saves_where_it_stopped_and_resumes_as_if_never_stopped(tmp_path, step, when):
+    """SIGTERM mid-way through a logging window (step 6; logs every 4), or during an epoch's last step (8 of 8; the
+    epoch's kNN check then runs before the stop's checkpoint): the same rows and metrics as a run never stopped."""
+    sets = [*TINY, "train.epochs=2", "eval.knn_every=1", "train.log_every=4", "checkpoint_every=100"]
+    stopped = check_stop_and_resume("simclr", ["--loss", "dcl", *(a for s in sets for a in ("--set", s))], tmp_path,
+                                    step, when)
+    rows = [json.loads(line) for line in (stopped / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "eval/knn_top1" in r] == [8, 16]
+    assert [r["step"] for r in rows if "train/clamped_frac" in r] == [4, 8, 12, 16]

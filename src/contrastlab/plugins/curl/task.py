@@ -133,7 +133,8 @@ class _TrainLoop(BaseCallback):
         if self.frames >= self.state["next_log"]:
             self.log_training()
         self.maybe_evaluate()
-        if self.run.checkpoint_due(self.frames):
+        # not again at the frame a resumed run's checkpoint was taken (at 100k transitions, a 3 GB rewrite)
+        if self.run.checkpoint_due(self.frames) and self.state.get("last_ckpt_frames") != self.frames:
             self.checkpoint()
 
     def log_training(self) -> None:
@@ -228,6 +229,9 @@ class CurlTask(TaskPlugin[CurlConfig]):
             loop_state.update(state["loop"])
             if "replay_buffer" in state:
                 agent.replay_buffer.load_state_dict(state["replay_buffer"])
+            else:  # an empty buffer: refill it as at the start (init_steps random actions) before updating again
+                agent.learning_starts = agent.num_timesteps + config.agent.init_steps
+                run.record(resumed_without_replay_buffer_at_frame=agent.num_timesteps * action_repeat(config))
         repeat = action_repeat(config)
         total_steps = math.ceil(config.train.env_frames / repeat)
         started, t0 = agent.num_timesteps, time.monotonic()

@@ -20,6 +20,7 @@ from contrastlab.data.tu import load_tu
 from contrastlab.encoders.heads import feature_dim
 from contrastlab.evaluation.svm import cross_validated_accuracy
 from contrastlab.platform.errors import ConfigError
+from contrastlab.platform.logwindow import LogWindow
 from contrastlab.platform.run import Run
 from contrastlab.platform.task import EvalOptions, TaskPlugin
 from contrastlab.plugins.graph.config import PRESETS, GraphConfig
@@ -91,6 +92,7 @@ class GraphTask(TaskPlugin[GraphConfig]):
     encoders = frozenset({"gin"})
     primary_metric = "eval/svm_acc"
     higher_is_better = True
+    checkpoint_on_stop = True  # checkpoints carry the log window; an epoch's end is saved after its evaluation
 
     def __init__(self) -> None:
         self._cache: dict[str, GraphDataset] = {}
@@ -159,10 +161,12 @@ class GraphTask(TaskPlugin[GraphConfig]):
         total = config.train.epochs * per_epoch
         total = min(total, config.train.max_steps) if config.train.max_steps else total
         step, init_metrics = 0, {}
+        window = LogWindow()  # per-step loss and loss statistics since the last log
         state = run.load_checkpoint(map_location=device) if run.resumed else None
         if state is not None:
             trainer.load_state_dict(state["trainer"])
             step, init_metrics = int(state["step"]), dict(state.get("init_metrics", {}))
+            window.load_state_dict(state.get("log_window"), device)
         run.record(dataset=data.stats(), mode=config.model.mode, steps=total, batch_size=B,
                    embedding_dim=feature_dim(trainer.model.encoder),
                    label_use="graph labels are read only by the evaluation readout (frozen embeddings)")
@@ -171,12 +175,11 @@ class GraphTask(TaskPlugin[GraphConfig]):
             run.log(init, 0)
             init_metrics = {_init_name(k): v for k, v in init.items()}
 
-        def save(at: int) -> None:
-            run.save_checkpoint({"trainer": trainer.state_dict(), "init_metrics": init_metrics}, at)
+        def save(at: int, final: bool = False) -> None:
+            run.save_checkpoint({"trainer": trainer.state_dict(), "init_metrics": init_metrics,
+                                 "log_window": window.state_dict()}, at, final=final)
 
         metrics: dict[str, float] = {}
-        window: list[torch.Tensor] = []
-        stats: dict[str, list[torch.Tensor]] = {}
         seen, t0 = 0, time.perf_counter()
         with run.progress(total, description="graph", unit="step", initial=step) as bar:
             while step < total:
@@ -186,27 +189,27 @@ class GraphTask(TaskPlugin[GraphConfig]):
                     idx = order[j * B:(j + 1) * B]
                     gen = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
                     loss, last = trainer.step(data.batch(idx), gen)
-                    window.append(loss)
-                    for k, v in last.items():
-                        stats.setdefault(k, []).append(v.detach().float())
+                    window.add("train/loss", loss)
+                    window.add_all(last, prefix="train/")
                     step, seen = step + 1, seen + idx.numel()
                     if step % config.train.log_every == 0 or step == total:
-                        row = {"train/loss": float(torch.stack(window).mean()), "train/epoch": step / per_epoch,
-                               "train/graphs_per_s": seen / max(1e-9, time.perf_counter() - t0)}
-                        row.update({f"train/{k}": float(torch.stack(v).mean()) for k, v in stats.items()})
+                        steps_logged, means = window.count("train/loss"), window.pop()
+                        row = {"train/loss": means.pop("train/loss"), "train/epoch": step / per_epoch,
+                               "train/graphs_per_s": seen / max(1e-9, time.perf_counter() - t0), **means}
                         run.log(row, step)
-                        bar.update(len(window), loss=round(row["train/loss"], 4))
+                        bar.update(steps_logged, loss=round(row["train/loss"], 4))
                         # the clamp fraction is summarised by Run.finish (mean of every logged value)
                         metrics.update({k: v for k, v in row.items() if k in ("train/loss", "train/graphs_per_s")})
-                        window, stats = [], {}
-                    if run.checkpoint_due(step) and step < total:
+                    if j < per_epoch - 1 and step < total and run.checkpoint_due(step):
                         save(step)
                     if step >= total:
                         break
                 every = config.eval.every
                 if every and (epoch + 1) % every == 0 and step < total:
                     run.log(self._evaluate(trainer, data, config, device), step)
-        save(step)
+                if step < total and run.checkpoint_due(step):  # an epoch's last step: after its evaluation
+                    save(step)
+        save(step, final=True)
         final = self._evaluate(trainer, data, config, device)
         run.log(final, step)
         metrics.update(final)

@@ -7,7 +7,8 @@ labels of the batch, 1 for a labeled positive and −1 for unlabeled; every othe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -35,7 +36,8 @@ def pretrain_loop(
     batch_size: int,
     start_step: int,
     log_every: int,
-    save: Callable[[int], None],
+    save: Callable[[int, dict[str, Any]], None],
+    log_window: Mapping[str, Any] | None = None,
 ) -> None:
     """Run pre-training steps ``start_step+1 .. steps`` (steps are also the logging axis).
 
@@ -45,7 +47,9 @@ def pretrain_loop(
             ``(z [2, B, d])``.
         images: ``uint8 [n, C, H, W]`` training images on the training device.
         observed: ``[n]`` long observed labels (1 / −1) on the same device; only used when ``label_aware``.
-        save: ``save(step)`` writes a checkpoint (called when due and at the last step).
+        save: ``save(step, log_window)`` writes a checkpoint with ``log_window``, the state of the statistics
+            not logged yet (called when due and at the last step).
+        log_window: that state from the checkpoint resumed from (``None``: nothing pending).
     """
     if start_step >= steps:
         return
@@ -53,6 +57,7 @@ def pretrain_loop(
     bsz = min(batch_size, n)
     model.train()
     clamp = ClampMeter()  # fraction of anchors at a debiased loss's floor, logged as train/clamped_frac
+    clamp.load_state_dict(log_window, images.device)
     with run.progress(steps, description="pretrain", initial=start_step) as bar:
         for step in range(start_step + 1, steps + 1):
             idx = torch.randint(n, (bsz,), device=images.device)  # [B]
@@ -67,7 +72,7 @@ def pretrain_loop(
                     metrics["pretrain/labeled_per_batch"] = float((observed[idx] == 1).sum())
                 run.log(metrics, step)
             if run.checkpoint_due(step) or step == steps:
-                save(step)
+                save(step, clamp.state_dict())
             bar.update(1, loss=f"{value:.3f}")
 
 

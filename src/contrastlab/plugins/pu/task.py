@@ -183,6 +183,7 @@ class PUTask(cl.TaskPlugin[PUConfig]):
     # F1 and ROC-AUC are reported next to it.
     primary_metric = "test/accuracy"
     higher_is_better = True
+    checkpoint_on_stop = True  # checkpoints carry the statistics not logged yet; no evaluation between steps
 
     def label_kinds(self, config: PUConfig) -> frozenset[str]:
         """``{"pu", "class"}`` when the config defines a PU split (positive classes known), else no labels.
@@ -278,9 +279,9 @@ class PUTask(cl.TaskPlugin[PUConfig]):
         """Contrastive pre-training steps ``ctx.step+1 .. s_pre`` (``pretrain/*`` tags count these steps)."""
         dev = run.device
 
-        def save_pre(at: int) -> None:
+        def save_pre(at: int, log_window: dict[str, Any]) -> None:
             run.save_checkpoint({"phase": "pretrain", "model": ctx.model.state_dict(),
-                                 "pretrain_opt": ctx.pre_opt.state_dict()}, at)
+                                 "pretrain_opt": ctx.pre_opt.state_dict(), "log_window": log_window}, at)
 
         fed = check_sampler(self, config)  # how to call it (two_views or multi_views), from its contract
         assert fed is not None
@@ -292,6 +293,7 @@ class PUTask(cl.TaskPlugin[PUConfig]):
             augment=SimCLRAugment(ctx.spec).to(dev), images=ctx.images, observed=ctx.split.observed.to(dev),
             label_aware=ctx.label_aware, steps=ctx.s_pre, batch_size=config.pretrain.batch_size,
             start_step=ctx.step, log_every=config.log_every, save=save_pre,
+            log_window=ctx.state.get("log_window") if ctx.state is not None else None,
         )
 
     def _classifier_phase(self, config: PUConfig, run: Run, ctx: _Phases) -> None:
@@ -312,9 +314,11 @@ class PUTask(cl.TaskPlugin[PUConfig]):
             enc_lr = cc.lr if ctx.e2e else cc.fine_tune_lr
             params = [{"params": encoder.parameters(), "lr": enc_lr}, {"params": head.parameters(), "lr": cc.lr}]
         clf_opt = torch.optim.Adam(params, weight_decay=cc.weight_decay)
+        ascents = window = 0  # nnPU ascent steps and all steps since the last log
         if ctx.state is not None and ctx.state["phase"] == "classifier":
             head.load_state_dict(ctx.state["head"])
             clf_opt.load_state_dict(ctx.state["clf_opt"])
+            ascents, window = ctx.state.get("log_window", (0, 0))
         split = ctx.split
         w = split.n_labeled / (split.n_labeled + split.unlabeled_idx.numel())
         risk = PURisk(cc.risk, prior=ctx.problem.risk_prior, surrogate_name=cc.surrogate, beta=cc.beta,
@@ -322,7 +326,6 @@ class PUTask(cl.TaskPlugin[PUConfig]):
         data = PUData(inputs, split.labeled_idx.to(dev), split.unlabeled_idx.to(dev), data_pre)
         start = max(ctx.step, ctx.s_pre) - ctx.s_pre  # classifier steps already done
         clf.train()
-        ascents = window = 0
         with run.progress(ctx.s_clf, description="classifier", initial=start) as bar:
             for cstep in range(start + 1, ctx.s_clf + 1):
                 out = classifier_step(clf, clf_opt, risk, data, cc.batch_labeled, cc.batch_unlabeled)
@@ -335,7 +338,8 @@ class PUTask(cl.TaskPlugin[PUConfig]):
                 gstep = ctx.s_pre + cstep
                 if run.checkpoint_due(gstep) or cstep == ctx.s_clf:
                     run.save_checkpoint({"phase": "classifier", "model": ctx.model.state_dict(),
-                                         "head": head.state_dict(), "clf_opt": clf_opt.state_dict()}, gstep)
+                                         "head": head.state_dict(), "clf_opt": clf_opt.state_dict(),
+                                         "log_window": (ascents, window)}, gstep, final=cstep == ctx.s_clf)
                 bar.update(1, risk=f"{float(out.value):.3f}")
 
     # ------------------------------------------------------------------ evaluation

@@ -18,6 +18,7 @@ import torch
 
 import contrastlab as cl
 from contrastlab.platform.errors import ConfigError, ContrastlabError, UnknownNameError
+from contrastlab.platform.logwindow import LogWindow
 from contrastlab.platform.run import Run
 from contrastlab.platform.task import ComponentSpec, EvalOptions, TaskPlugin
 from contrastlab.plugins.recsys.config import FROM_DENSITY, PRESETS, RecsysConfig
@@ -57,6 +58,7 @@ class RecsysTask(TaskPlugin[RecsysConfig]):
     encoders = frozenset({"mf", "lightgcn"})
     primary_metric = "eval/ndcg@20"
     higher_is_better = True
+    checkpoint_on_stop = True  # checkpoints carry the log window; an epoch's end is saved after its evaluation
 
     def __init__(self) -> None:
         self._cache: dict[str, tuple[Interactions, Split]] = {}
@@ -166,10 +168,12 @@ class RecsysTask(TaskPlugin[RecsysConfig]):
         total = t.epochs * per_epoch if t.max_steps is None else min(t.epochs * per_epoch, t.max_steps)
         state = run.load_checkpoint(map_location=dev)
         step, baselines = 0, {}
+        window = LogWindow()  # per-step loss and clamp fraction since the last log
         if state is not None:
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
             step, baselines = int(state["step"]), dict(state.get("baselines", {}))
+            window.load_state_dict(state.get("log_window"), dev)
         evaluate = lambda: self._metrics(config, model, split, dev)  # noqa: E731
         if state is None:
             baselines["popularity"] = ranking_metrics(popularity_scorer(split, dev), split, config.eval.ks,
@@ -183,12 +187,11 @@ class RecsysTask(TaskPlugin[RecsysConfig]):
         users_all, items_all = split.train.users.to(dev), split.train.items.to(dev)
         keys = split.train.keys(split.num_items).to(dev) if t.mask_known_positives else None
         seed = config.seed
-        window_loss, window_clamp, window_n, n_clamp = torch.zeros((), device=dev), torch.zeros((), device=dev), 0, 0
         last_loss = math.nan
 
-        def save(at: int) -> None:
+        def save(at: int, final: bool = False) -> None:
             run.save_checkpoint({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                 "baselines": baselines}, at)
+                                 "baselines": baselines, "log_window": window.state_dict()}, at, final=final)
 
         with run.progress(total, description="recsys", unit="step", initial=step) as bar:
             while step < total:
@@ -204,30 +207,24 @@ class RecsysTask(TaskPlugin[RecsysConfig]):
                     out = train_step(model, loss_fn, optimizer, users_all[idx], items_all[idx], sampled,
                                      mode=t.negatives, train_keys=keys, num_items=split.num_items)
                     step += 1
-                    window_loss += out.loss
-                    window_n += 1
-                    if out.clamped_frac is not None:
-                        window_clamp += out.clamped_frac.float()
-                        n_clamp += 1
+                    window.add("train/loss", out.loss)
+                    window.add("train/clamped_frac", out.clamped_frac)
                     if step % t.log_every == 0 or step == total:
-                        last_loss = float(window_loss) / window_n
-                        scalars = {"train/loss": last_loss, "train/epoch": step / per_epoch}
-                        if n_clamp:
-                            scalars["train/clamped_frac"] = float(window_clamp) / n_clamp
-                        run.log(scalars, step)
-                        bar.update(window_n, loss=round(last_loss, 4))
-                        window_loss.zero_()
-                        window_clamp.zero_()
-                        window_n = n_clamp = 0
-                    if run.checkpoint_due(step) and step < total:
+                        steps_logged, means = window.count("train/loss"), window.pop()
+                        last_loss = means.pop("train/loss")
+                        run.log({"train/loss": last_loss, "train/epoch": step / per_epoch, **means}, step)
+                        bar.update(steps_logged, loss=round(last_loss, 4))
+                    if j < per_epoch - 1 and step < total and run.checkpoint_due(step):
                         save(step)
                     if step >= total:
                         break
                 every = config.eval.every_epochs
                 if every and (epoch + 1) % every == 0 and step < total:
                     run.log(evaluate(), step)
+                if step < total and run.checkpoint_due(step):  # an epoch's last step: after its evaluation
+                    save(step)
         if run.latest_checkpoint_step() != step:
-            save(step)
+            save(step, final=True)
         metrics = evaluate()
         run.log(metrics, step)
         if not math.isnan(last_loss):

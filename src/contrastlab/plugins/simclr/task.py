@@ -16,8 +16,9 @@ import torch
 import contrastlab as cl
 from contrastlab.data.augment import AugmentSpec, augment_spec_for
 from contrastlab.data.datasets import ImageDataset, dataset_names, load_dataset
-from contrastlab.losses.floors import ClampMeter
+from contrastlab.losses.floors import CLAMPED_FRAC
 from contrastlab.platform.errors import ConfigError, UnknownNameError
+from contrastlab.platform.logwindow import LogWindow
 from contrastlab.platform.registry import unknown_name_message
 from contrastlab.platform.run import Run
 from contrastlab.platform.task import ComponentSpec, EvalOptions, TaskPlugin
@@ -60,6 +61,7 @@ class SimCLRTask(TaskPlugin[SimCLRConfig]):
     encoders = frozenset({"resnet18", "resnet50", "small_cnn"})
     primary_metric = "eval/linear_top1"
     higher_is_better = True
+    checkpoint_on_stop = True  # checkpoints carry the log window; an epoch's end is saved after its kNN check
 
     def __init__(self) -> None:
         self._cache: dict[tuple, ImageDataset] = {}
@@ -179,19 +181,24 @@ class SimCLRTask(TaskPlugin[SimCLRConfig]):
         total = config.train.epochs * per_epoch
         total = min(total, config.train.max_steps) if config.train.max_steps else total
         step = 0
+        window = LogWindow()  # per-step loss and clamp fraction since the last log
         state = run.load_checkpoint(map_location=device) if run.resumed else None
         if state is not None:
             trainer.load_state_dict(state["trainer"])
             step = int(state["step"])
+            window.load_state_dict(state.get("log_window"), device)
         tau_plus = config.loss.hparams().get("tau_plus")
         run.record(dataset=config.data.dataset, num_classes=train_ds.num_classes, train_images=len(train_ds),
                    test_images=len(test), views=V, positive_noise=config.data.positive_noise,
                    label_mode=config.data.labels, world_size=info.world_size, tau_plus=tau_plus,
                    tau_plus_is_one_over_C=tau_plus is not None and math.isclose(tau_plus, 1 / train_ds.num_classes),
                    augment={k: v for k, v in spec.__dict__.items()}, steps=total)
-        log_every, running, seen, t0 = config.train.log_every, torch.zeros((), device=device), 0, time.perf_counter()
+        log_every, seen, t0 = config.train.log_every, 0, time.perf_counter()
         metrics: dict[str, float] = {}
-        clamp = ClampMeter()  # fraction of anchors at a debiased loss's floor (train/clamped_frac)
+
+        def save(at: int, final: bool = False) -> None:
+            run.save_checkpoint({"trainer": trainer.state_dict(), "log_window": window.state_dict()}, at, final=final)
+
         with run.progress(total, description="simclr", unit="step", initial=step) as bar:
             while step < total:
                 epoch = step // per_epoch
@@ -200,21 +207,22 @@ class SimCLRTask(TaskPlugin[SimCLRConfig]):
                     idx = order[j * B:(j + 1) * B].to(device)
                     g = torch.Generator(device=device).manual_seed((config.seed * 1_000_003 + step) * 64 + info.rank)
                     views = make_views(images, idx, augment, V, config.data.positive_noise, g)
-                    running += trainer.step(views, labels[idx], trainer.lr_scale(step, total, per_epoch))
-                    clamp.update(trainer.loss)
+                    loss_value = trainer.step(views, labels[idx], trainer.lr_scale(step, total, per_epoch))
+                    window.add("train/loss", loss_value)
+                    # fraction of anchors at a debiased loss's floor (DCL/HCL/PUCL/DebiasedPos)
+                    window.add("train/clamped_frac", getattr(trainer.loss, "last_stats", {}).get(CLAMPED_FRAC))
                     step, seen = step + 1, seen + B
                     if step % log_every == 0 or step == total:
-                        loss = float(running) / (log_every if step % log_every == 0 else step % log_every)
+                        steps_logged, means = window.count("train/loss"), window.pop()
+                        loss = means.pop("train/loss")
                         rate = seen * info.world_size / max(1e-9, time.perf_counter() - t0)
-                        clamped = clamp.pop()
                         if info.is_main:
                             run.log({"train/loss": loss, "train/lr": trainer.optimizer.param_groups[0]["lr"],
-                                     "train/images_per_s": rate, "train/epoch": step / per_epoch, **clamped}, step)
-                        bar.update(log_every if step % log_every == 0 else step % log_every, loss=round(loss, 4))
+                                     "train/images_per_s": rate, "train/epoch": step / per_epoch, **means}, step)
+                        bar.update(steps_logged, loss=round(loss, 4))
                         metrics["train/loss"] = loss
-                        running.zero_()
-                    if info.is_main and run.checkpoint_due(step) and step < total:
-                        run.save_checkpoint({"trainer": trainer.state_dict()}, step)
+                    if info.is_main and j < per_epoch - 1 and step < total and run.checkpoint_due(step):
+                        save(step)
                     if step >= total:
                         break
                 every = config.eval.knn_every
@@ -222,10 +230,12 @@ class SimCLRTask(TaskPlugin[SimCLRConfig]):
                     m = evaluate_encoder(trainer.model.encoder, bank, test, spec, config.eval, device, False,
                                          config.seed, trainer.autocast)
                     run.log(m, step)
+                if info.is_main and step < total and run.checkpoint_due(step):  # after the epoch's evaluation
+                    save(step)
                 D.barrier(info)
         metrics["train/images_per_s"] = seen * info.world_size / max(1e-9, time.perf_counter() - t0) if seen else 0.0
         if info.is_main:
-            run.save_checkpoint({"trainer": trainer.state_dict()}, step)
+            save(step, final=True)
             final = evaluate_encoder(trainer.model.encoder, bank, test, spec, config.eval, device,
                                      config.eval.linear, config.seed, trainer.autocast)
             run.log(final, step)
