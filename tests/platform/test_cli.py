@@ -218,6 +218,16 @@ def test_resume_of_a_completed_run_is_refused(toy_pm: PluginManager, tmp_path: P
     assert_one_line_error(code, out, "already completed")
 
 
+def test_a_run_name_taken_by_a_completed_run_does_not_suggest_resuming_it(toy_pm: PluginManager,
+                                                                          tmp_path: Path) -> None:
+    args = ["train", "--plugin", "toy_clusters", "--loss", "dcl", "--logdir", str(tmp_path), "--set", "train.steps=3",
+            "--run-name", "full"]
+    assert run_cli(args)[0] == 0
+    code, out = run_cli(args)
+    assert_one_line_error(code, out, "already holds a completed run", "summary.json", "choose another --run-name")
+    assert "--resume" not in out
+
+
 def test_list_table_prints_descriptions_verbatim() -> None:
     """Square brackets in a description are text, not rich markup (``z1[i]`` must not become ``z1``)."""
     from typer.testing import CliRunner

@@ -192,6 +192,8 @@ def test_eta_schedules_runs_on_the_slots():
     assert cmp.estimate_wall_time(points, configs, ["cuda:0", "cuda:1"], Fixed()) == (2.0, ["cuda"])
     assert cmp.fmt_duration(45) == "45 s" and cmp.fmt_duration(7200) == "2.0 h"
     assert cmp.fmt_duration(3 * 86400) == "3.0 days"
+    assert cmp.fmt_duration(88.3) == "1 min 28 s" and cmp.fmt_duration(120.2) == "2 min"  # smoke runs, to the second
+    assert cmp.fmt_duration(59.7) == "1 min" and cmp.fmt_duration(725) == "12 min"
 
 
 def test_toy_without_gpu_presets_keeps_its_default(toy, tmp_path):

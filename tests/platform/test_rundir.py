@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from contrastlab.platform.errors import ConfigError, RunDirError
-from contrastlab.platform.rundir import RunDir, find_run_dirs
+from contrastlab.platform.errors import ConfigError, RunDirError, StorageError
+from contrastlab.platform.rundir import RunDir, check_writable_dir, find_run_dirs
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYOUT_NAMES = {
@@ -100,3 +100,12 @@ def test_no_other_module_knows_the_layout() -> None:
             if found:
                 offenders[str(path.relative_to(ROOT))] = found
     assert not offenders, f"use contrastlab.platform.rundir.RunDir instead of file names: {offenders}"
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_place_where_nothing_can_be_created_is_refused_even_for_root(tmp_path: Path) -> None:
+    """os.access says "writable" to root for /proc (and read-only mounts); the check tries to create a directory."""
+    with pytest.raises(StorageError, match=r"^--out /proc/contrastlab-nope: cannot create anything in /proc"):
+        check_writable_dir("/proc/contrastlab-nope", "--out")
+    check_writable_dir(tmp_path / "new" / "dir", "--out")
+    assert list(tmp_path.iterdir()) == []  # the probe leaves nothing behind

@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from contrastlab.cli.common import console, err_console, print_commands, say, shell_command, user_errors
+from contrastlab.experiments.grid import fmt_duration
 from contrastlab.platform.config import flatten_items, load_yaml_file, resolve_config
 from contrastlab.platform.errors import ConfigError, ContrastlabError, RunDirError
 from contrastlab.platform.plugins import get_task_plugin
@@ -23,14 +24,6 @@ from contrastlab.platform.task import EvalOptions, TaskConfig, TaskPlugin
 CPU_WARN_SECONDS = 30 * 60
 
 
-def _fmt_duration(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds:.0f} s"
-
-
 def warn_if_cpu_heavy(plugin: TaskPlugin, config: TaskConfig, preset: str, device: torch.device) -> None:
     """On a CPU, warn with an ETA when the preset is sized for a GPU, and suggest ``--preset smoke``."""
     if device.type != "cpu":
@@ -39,11 +32,11 @@ def warn_if_cpu_heavy(plugin: TaskPlugin, config: TaskConfig, preset: str, devic
     heavy = preset in plugin.gpu_presets or (estimate is not None and estimate > CPU_WARN_SECONDS)
     if not heavy:
         return
-    eta = f" (estimated {_fmt_duration(estimate)} on this CPU)" if estimate else ""
+    eta = f" (estimated {fmt_duration(estimate)} on this CPU)" if estimate else ""
     err_console.print(
         f"[bold yellow]warning:[/] preset '{preset}' is sized for a GPU but no CUDA device is available{eta}; "
         f"for a quick check use --preset smoke",
-        highlight=False,
+        highlight=False, soft_wrap=True,
     )
 
 
@@ -54,7 +47,7 @@ def print_summary(run: Run, summary: dict) -> None:
     table.add_column("value", justify="right")
     for key, value in summary["metrics"].items():
         table.add_row(key, f"{value:.4g}")
-    table.add_row("wall time", _fmt_duration(summary["wall_time_s"]))
+    table.add_row("wall time", fmt_duration(summary["wall_time_s"]))
     table.add_row("labels used", str(summary["labels_used"]))
     console.print(table)
     say(f"run directory: {run.dir}")

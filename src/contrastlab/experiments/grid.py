@@ -286,13 +286,16 @@ def validate_points(points: Sequence[GridPoint]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- ETA
 def fmt_duration(seconds: float) -> str:
-    """``45 s``, ``12 min``, ``3.4 h``, ``2.5 days``."""
+    """``45 s``, ``1 min 28 s`` (under 10 min), ``12 min``, ``3.4 h``, ``2.5 days``."""
     if seconds >= 48 * 3600:
         return f"{seconds / 86400:.1f} days"
     if seconds >= 3600:
         return f"{seconds / 3600:.1f} h"
-    if seconds >= 60:
+    if seconds >= 599.5:
         return f"{seconds / 60:.0f} min"
+    if seconds >= 59.5:
+        minutes, rest = divmod(round(seconds), 60)
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
     return f"{seconds:.0f} s"
 
 

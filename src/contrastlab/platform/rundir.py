@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shlex
+import tempfile
 from collections.abc import Iterable
 from contextlib import suppress
 from datetime import datetime
@@ -185,6 +186,9 @@ class RunDir:
                 raise ConfigError(f"--run-name must be a plain directory name (no '/'), got '{name}'")
             layout = cls.location(logdir, plugin, loss, name)
             if layout.path.is_dir() and any(layout.path.iterdir()):
+                if layout.info().get("status") == "completed":
+                    raise RunDirError(f"run directory {layout.path} already holds a completed run (its results: "
+                                      f"{layout.summary_json}); choose another --run-name")
                 raise RunDirError(
                     f"run directory {layout.path} already exists; continue it with: "
                     f"platform train --resume {shlex.quote(str(layout.path))}"
@@ -234,6 +238,10 @@ def check_writable_dir(path: Path | str, option: str, *, shown: Path | str | Non
     if not os.access(existing, os.W_OK | os.X_OK):
         reason = "read-only" if existing == path else "read-only, so nothing can be created in it"
         raise StorageError(f"{prefix}: {existing} is not writable ({reason}){hint}")
+    try:  # os.access says yes to root everywhere, /proc and read-only mounts included: try it
+        os.rmdir(tempfile.mkdtemp(prefix=".contrastlab-probe-", dir=existing))
+    except OSError as e:
+        raise StorageError(f"{prefix}: cannot create anything in {existing} ({e.strerror or e}){hint}") from None
 
 
 def write_text_atomic(path: Path | str, text: str) -> None:

@@ -127,7 +127,7 @@ def test_smoke_run_logs_on_frame_axis_checkpoints_resumes_and_evaluates(tmp_path
     assert out["eval/env_frames"] == 320 and out["eval/episodes"] == 1
     assert video.is_file() and video.stat().st_size > 1000
     progress = capsys.readouterr().err  # episode count while evaluating, then the video being written
-    assert "eval (recording episode 1) 1/1" in progress and "wrote episode.gif" in progress
+    assert "eval (video: episode 1) 1/1" in progress and "wrote episode.gif" in progress
 
 
 def test_a_resume_without_the_replay_buffer_refills_it_before_updating_again(tmp_path: Path) -> None:

@@ -273,7 +273,7 @@ class CurlTask(TaskPlugin[CurlConfig]):
         agent.load_training_state(state["agent"])
         episodes = options.episodes or config.train.eval_episodes
         frames: list[np.ndarray] | None = [] if options.video is not None else None
-        title = "eval (recording episode 1)" if frames is not None else "eval"
+        title = "eval (video: episode 1)" if frames is not None else "eval"
         with run.progress(episodes, title, unit="episode") as bar:
             returns = run_episodes(agent, env, episodes, seed=config.seed + 20_000, record=frames,
                                    on_episode=lambda ret: bar.update(1, ret=f"{ret:.1f}"))
