@@ -219,3 +219,22 @@ def test_unknown_rows_key_and_curve_tag_are_errors(tmp_path):
         rp.build_report([tmp_path], tmp_path / "out", rows=["foo.bar"])
     with pytest.raises(ConfigError, match="--curve nosuch/tag was not logged"):
         rp.build_report([tmp_path], tmp_path / "out", curve="nosuch/tag")
+
+
+def test_runs_that_no_loss_trained_are_listed_under_none(tmp_path):
+    """pu's end-to-end baseline records loss_used: false: whatever --loss it was started with (and its loss.*
+    settings) does not split or label it."""
+    import json
+
+    from contrastlab.platform.rundir import RunDir
+
+    write_synthetic_run(tmp_path, loss="infonce", final={"score": 0.7})
+    for loss, seed, extra in (("punce", 1, []), ("dcl", 2, [f"{TAU}0.1"])):
+        run_dir = write_synthetic_run(tmp_path, loss=loss, seed=seed, overrides=["--set method=end_to_end", *extra],
+                                      final={"score": 0.5})
+        summary_path = RunDir(run_dir).summary_json
+        summary_path.write_text(json.dumps({**json.loads(summary_path.read_text()), "loss_used": False}))
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    baseline = [g for g in groups if g.column.startswith("none")]
+    assert len(baseline) == 1 and len(baseline[0].runs) == 2
+    assert {g.column for g in groups} == {"infonce", "none"}

@@ -96,13 +96,16 @@ def load_run(run_dir: Path) -> RunRecord:
     metrics = {k: float(v) for k, v in (summary.get("metrics") or {}).items() if isinstance(v, (int, float))}
     if not primary and metrics:
         primary = next(iter(metrics))
+    overrides, loss = parse_overrides(info.get("overrides", [])), str(info.get("loss", summary.get("loss", "?")))
+    if summary.get("loss_used") is False:  # e.g. pu's end-to-end baseline: no loss trained it, so none is named
+        loss, overrides = "none", {k: v for k, v in overrides.items() if not k.startswith("loss.")}
     return RunRecord(
         run_dir=run_dir,
         plugin=str(info.get("plugin", summary.get("plugin", "?"))),
-        loss=str(info.get("loss", summary.get("loss", "?"))),
+        loss=loss,
         seed=int(info.get("seed", summary.get("seed", 0))),
         preset=info.get("preset"),
-        overrides=parse_overrides(info.get("overrides", [])),
+        overrides=overrides,
         status=status,
         error=error,
         metrics=metrics if status == "completed" else {},

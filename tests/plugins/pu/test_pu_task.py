@@ -155,6 +155,7 @@ def test_end_to_end_baseline_and_estimated_prior(tmp_path: Path) -> None:
                                               "prior.estimator_steps=20"])
     m = summary["metrics"]
     assert summary["pu_contrastive_pretraining"] is False and summary["labels_used"] is False
+    assert summary["loss_used"] is False  # platform report lists it under the loss "none"
     assert "prior/estimated" in m and m["prior/abs_error"] == pytest.approx(abs(m["prior/estimated"] - 72 / 168))
     assert summary["pu_prior_estimate"]["method"] == "elkan_noto_e1"
 

@@ -390,4 +390,5 @@ class PUTask(cl.TaskPlugin[PUConfig]):
             pu_loss_hparams_from_prior=filled,
             pu_observed_labels_to_loss=label_aware,
             pu_contrastive_pretraining=config.method == "pretrain_probe",
+            loss_used=config.method == "pretrain_probe",  # platform report lists the baseline under loss "none"
         )
