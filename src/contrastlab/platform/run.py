@@ -325,7 +325,7 @@ class Run:
         """Write ``summary.json`` and hparams, mark the run completed, and return the summary.
 
         When the run logged ``train/clamped_frac…`` (the debiased losses' floor statistic), the metrics get
-        ``train/clamped_frac``: the mean of the values logged in this process (after a resume: since the resume).
+        ``train/clamped_frac``: the mean of every value logged by the run (a resumed run counts the rows it kept).
         """
         metrics = {k: float(v) for k, v in (metrics or {}).items()}
         if self._clamp_log and CLAMP_TAG not in metrics:

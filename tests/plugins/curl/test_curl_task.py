@@ -152,6 +152,35 @@ def test_a_resume_without_the_replay_buffer_refills_it_before_updating_again(tmp
     assert full["train/updates"] == 30 and again["train/updates"] == 30 - 10
 
 
+def test_a_refill_cut_by_a_stop_goes_on_after_the_next_resume(tmp_path: Path) -> None:
+    """Stopped at frame 200, inside the refill after a buffer-less resume at 160 (which ends at frame 240), the
+    run saves its few refilled transitions; resumed, it finishes the refill before updating: the same 20 updates
+    as a resume that was never stopped."""
+    task, cfg = CurlTask(), config(*TINY, "train.eval_episodes=1")
+    run = Run.create(task, cfg, tmp_path)
+    run.finish(task.train(cfg, run))
+    for part in (run.dir / "checkpoints").glob("step_000000000320*"):
+        part.unlink()
+    stopped = Run.open(run.dir)
+    due, save = stopped.checkpoint_due, stopped.save_checkpoint
+
+    def save_then_stop(state, step, **kwargs):
+        path = save(state, step, **kwargs)
+        if step == 200:
+            raise KeyboardInterrupt
+        return path
+
+    stopped.checkpoint_due = lambda step: step == 200 or due(step)
+    stopped.save_checkpoint = save_then_stop
+    with pytest.raises(KeyboardInterrupt):
+        task.train(stopped.config, stopped)
+    stopped.mark("interrupted")
+    state = Run.open(run.dir).load_checkpoint()
+    assert state["step"] == 200 and "replay_buffer" in state and state["agent"]["learning_starts"] == 30
+    resumed = Run.open(run.dir)
+    assert task.train(resumed.config, resumed)["train/updates"] == 20
+
+
 @pytest.mark.slow
 def test_same_seed_same_metrics(tmp_path: Path) -> None:
     sets = [*TINY, "train.env_frames=160", "train.eval_every_frames=160", "train.log_every_frames=160"]

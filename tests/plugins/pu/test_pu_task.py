@@ -172,7 +172,9 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path: Path, monkeypatch: py
     def interrupt_on_fourth_call(fn):
         def wrapped(*args, **kwargs):
             calls["n"] += 1
-            if calls["n"] == 4:  # pre-training step 4 / global step 8; the last checkpoint is at step 3 / 6
+            # pre-training step 4 / classifier step 5 (global 9, after the row of global step 8 is logged); the last
+            # checkpoint is at step 3 / global step 6
+            if calls["n"] == (4 if phase == "pretrain" else 5):
                 raise KeyboardInterrupt
             return fn(*args, **kwargs)
 
@@ -198,6 +200,8 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path: Path, monkeypatch: py
     summary = resumed.finish(plugin.train(resumed.config, resumed))
     for key in ("test/accuracy", "test/auc", "test/f1"):
         assert summary["metrics"][key] == pytest.approx(full["metrics"][key], abs=1e-6)
+    rows = [json.loads(line) for line in (run.dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "classifier/risk" in r] == [6, 8, 10]  # none logged twice
 
 
 def test_cli_train_writes_summary(tmp_path: Path) -> None:
@@ -212,13 +216,15 @@ def test_cli_train_writes_summary(tmp_path: Path) -> None:
     assert torch.isfinite(torch.tensor(summary["metrics"]["test/accuracy"]))
 
 
-def test_each_phase_counts_its_own_steps(tmp_path: Path) -> None:
-    """Pre-training logs steps 1..pretrain.steps, the classifier 1..classifier.steps (not continuing at 5..10)."""
+def test_both_phases_log_on_the_checkpoints_axis(tmp_path: Path) -> None:
+    """Pre-training logs steps 1..pretrain.steps, the classifier continues at 5..10: the axis of the checkpoints,
+    so that a resume drops exactly the rows logged after its checkpoint."""
     run, _ = _train(tmp_path, "dcl")
     rows = [json.loads(line) for line in (run.dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "pretrain/loss" in r] == [2, 4]  # pretrain.steps=4, log_every=2
-    assert [r["step"] for r in rows if "classifier/risk" in r] == [2, 4, 6]  # classifier.steps=6
-    assert [r["step"] for r in rows if "test/accuracy" in r] == [6]
+    # classifier.steps=6 after the 4 pre-training steps, on one axis with the checkpoints
+    assert [r["step"] for r in rows if "classifier/risk" in r] == [6, 8, 10]
+    assert [r["step"] for r in rows if "test/accuracy" in r] == [10]
     # checkpoints keep one global count (4 pre-training + 6 classifier steps), so a resume knows the phase
     assert run.latest_checkpoint_step() == 10
 

@@ -291,6 +291,8 @@ class CurlSAC(SAC):
             "num_timesteps": self.num_timesteps,
             "n_updates": self._n_updates,
             "episode_num": self._episode_num,
+            # later than agent.init_steps after a resume without the replay buffer (its refill)
+            "learning_starts": self.learning_starts,
             # the update statistics not yet logged: a checkpoint between two logs (a Ctrl-C) loses none of them
             "update_stats": {key: torch.stack([v.float() for v in values]).cpu()
                              for key, values in self._stat_sums.items()},
@@ -314,3 +316,4 @@ class CurlSAC(SAC):
         self._stat_sums = {key: list(values.to(self.device).unbind(0))
                            for key, values in state.get("update_stats", {}).items()}
         self._episode_num = int(state["episode_num"])
+        self.learning_starts = max(self.learning_starts, int(state.get("learning_starts", 0)))

@@ -230,7 +230,7 @@ class CurlTask(TaskPlugin[CurlConfig]):
             if "replay_buffer" in state:
                 agent.replay_buffer.load_state_dict(state["replay_buffer"])
             else:  # an empty buffer: refill it as at the start (init_steps random actions) before updating again
-                agent.learning_starts = agent.num_timesteps + config.agent.init_steps
+                agent.learning_starts = max(agent.learning_starts, agent.num_timesteps + config.agent.init_steps)
                 run.record(resumed_without_replay_buffer_at_frame=agent.num_timesteps * action_repeat(config))
         repeat = action_repeat(config)
         total_steps = math.ceil(config.train.env_frames / repeat)

@@ -238,7 +238,7 @@ class PUTask(cl.TaskPlugin[PUConfig]):
         self._classifier_phase(config, run, ctx)
         metrics = self._test_metrics(config, ctx.encoder, ctx.head, ctx.test, ctx.preprocess, run.device)
         metrics.update(self._prior_metrics(ctx.problem))
-        run.log(metrics, ctx.s_clf)  # on the classifier axis, after its last step
+        run.log(metrics, ctx.s_pre + ctx.s_clf)  # after the last step, on the global axis
         return metrics
 
     def _setup(self, config: PUConfig, run: Run) -> _Phases:
@@ -297,8 +297,9 @@ class PUTask(cl.TaskPlugin[PUConfig]):
         )
 
     def _classifier_phase(self, config: PUConfig, run: Run, ctx: _Phases) -> None:
-        """PU classifier steps; its progress bar and ``classifier/*`` tags count from 0 (checkpoints keep one
-        global step count, pre-training steps first, so a resume knows the phase)."""
+        """PU classifier steps; its progress bar counts them from 0, while ``classifier/*`` tags and checkpoints
+        use the global step count (pre-training steps first: a resume knows the phase, and drops every row logged
+        after its checkpoint)."""
         dev, cc, head, encoder = run.device, config.classifier, ctx.head, ctx.encoder
         frozen = not ctx.e2e and not cc.fine_tune
         if frozen:
@@ -330,12 +331,12 @@ class PUTask(cl.TaskPlugin[PUConfig]):
             for cstep in range(start + 1, ctx.s_clf + 1):
                 out = classifier_step(clf, clf_opt, risk, data, cc.batch_labeled, cc.batch_unlabeled)
                 ascents, window = ascents + int(out.ascent), window + 1
+                gstep = ctx.s_pre + cstep  # logs and checkpoints share one axis, so a resume drops what came after
                 if cstep % config.log_every == 0 or cstep == ctx.s_clf:
                     run.log({"classifier/risk": float(out.value), "classifier/positive_risk": float(out.positive_risk),
                              "classifier/negative_risk": float(out.negative_risk),
-                             "classifier/ascent_fraction": ascents / window}, cstep)  # nnPU rule firing rate
+                             "classifier/ascent_fraction": ascents / window}, gstep)  # nnPU rule firing rate
                     ascents = window = 0
-                gstep = ctx.s_pre + cstep
                 if run.checkpoint_due(gstep) or cstep == ctx.s_clf:
                     run.save_checkpoint({"phase": "classifier", "model": ctx.model.state_dict(),
                                          "head": head.state_dict(), "clf_opt": clf_opt.state_dict(),
