@@ -107,5 +107,6 @@ def test_a_place_where_nothing_can_be_created_is_refused_even_for_root(tmp_path:
     """os.access says "writable" to root for /proc (and read-only mounts); the check tries to create a directory."""
     with pytest.raises(StorageError, match=r"^--out /proc/contrastlab-nope: cannot create anything in /proc"):
         check_writable_dir("/proc/contrastlab-nope", "--out")
+    before = tmp_path.stat().st_mtime_ns
     check_writable_dir(tmp_path / "new" / "dir", "--out")
-    assert list(tmp_path.iterdir()) == []  # the probe leaves nothing behind
+    assert list(tmp_path.iterdir()) == [] and tmp_path.stat().st_mtime_ns == before  # the probe leaves no trace

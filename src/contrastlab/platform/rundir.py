@@ -239,9 +239,12 @@ def check_writable_dir(path: Path | str, option: str, *, shown: Path | str | Non
         reason = "read-only" if existing == path else "read-only, so nothing can be created in it"
         raise StorageError(f"{prefix}: {existing} is not writable ({reason}){hint}")
     try:  # os.access says yes to root everywhere, /proc and read-only mounts included: try it
+        before = existing.stat()
         os.rmdir(tempfile.mkdtemp(prefix=".contrastlab-probe-", dir=existing))
     except OSError as e:
         raise StorageError(f"{prefix}: cannot create anything in {existing} ({e.strerror or e}){hint}") from None
+    with suppress(OSError):  # leave no trace, not even a new modification time
+        os.utime(existing, ns=(before.st_atime_ns, before.st_mtime_ns))
 
 
 def write_text_atomic(path: Path | str, text: str) -> None:
