@@ -123,12 +123,12 @@ def sigterm_at(step: int, when: str = "checkpoint_due") -> Iterator[None]:
 
 
 def check_stop_and_resume(plugin: str, args: Sequence[str], logdir: Path, step: int, when: str = "checkpoint_due",
-                          ignore: Sequence[str] = ("time", "per_s", "wall")) -> Path:
+                          ignore: Sequence[str] = ("time", "per_s", "wall")) -> tuple[Path, str]:
     """Train ``plugin`` twice with ``args``: once straight through, once stopped by SIGTERM at ``step``
     (:func:`sigterm_at`) and continued with ``--resume``. Asserts that the stopped run saved its checkpoint at
     ``step`` and exited as interrupted, and that the resumed run's ``metrics.jsonl`` rows and final metrics equal
     the uninterrupted run's (names containing any of ``ignore``, e.g. throughput, are left out). Returns the
-    stopped run's directory."""
+    stopped run's directory and what its resume printed."""
 
     from contrastlab.platform.rundir import RunDir
 
@@ -151,9 +151,9 @@ def check_stop_and_resume(plugin: str, args: Sequence[str], logdir: Path, step: 
         stopped, out = train([], logdir / "stopped")
     assert out.startswith("exit 130") and f"stopped after saving a checkpoint at step {step};" in out, out
     assert RunDir(stopped).info()["last_checkpoint_step"] == step
-    code, out = run_cli(["train", "--resume", str(stopped)])
-    assert code == 0, out
+    code, resumed = run_cli(["train", "--resume", str(stopped)])
+    assert code == 0, resumed
     assert logged(stopped) == logged(full)
     final = [kept(RunDir(d).summary()["metrics"]) for d in (stopped, full)]
     assert final[0] == final[1] and final[0]
-    return stopped
+    return stopped, resumed

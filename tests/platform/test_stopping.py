@@ -62,8 +62,34 @@ def test_no_checkpoint_point_within_the_grace_period_stops_the_run(ctrl_c_ignore
     finally:
         signal.signal(signal.SIGINT, previous)
     assert stop.expired and stop.saved_step is None
-    assert lines == ["SIGTERM: stopping at the next checkpoint point to save the progress (at most 0.2 s); Ctrl-C "
-                     "again, 2 s or more later, stops now without it"]
+    assert lines == ["SIGTERM: stopping at the next checkpoint point to save the progress (at most 0.2 s); the "
+                     "signal again, 2 s or more later, stops now without it"]
+
+
+@pytest.mark.parametrize(("code", "ignored"), [(130, True), (0, False), (2, False)])
+def test_an_interrupted_platform_process_ignores_a_repeated_ctrl_c_while_it_exits(
+    code: int, ignored: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A terminal's Ctrl-C pressed twice: the second one, arriving while the interrupted process shuts down, must
+    not kill it by SIGINT (its parent would see "killed by a signal" instead of exit status 130)."""
+    import importlib
+    from types import SimpleNamespace
+
+    cli_app = importlib.import_module("contrastlab.cli.app")  # the package exports the Typer object as `app`
+
+    def exits() -> None:
+        raise SystemExit(code)
+
+    monkeypatch.setattr(cli_app, "app", exits)
+    monkeypatch.setattr(cli_app, "get_plugin_manager", lambda: SimpleNamespace(register_commands=lambda app: None))
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(SystemExit) as done:
+            cli_app.main()
+        assert done.value.code == code
+        assert (signal.getsignal(signal.SIGINT) is signal.SIG_IGN) is ignored
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def toy_run(tmp_path: Path, steps: int = 40):

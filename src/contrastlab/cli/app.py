@@ -13,6 +13,7 @@ Examples::
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -233,7 +234,12 @@ def main() -> None:
             fail(str(exc))
         except typer.Exit as stop:
             sys.exit(stop.exit_code)
-    app()
+    try:
+        app()
+    except SystemExit as done:
+        if done.code == 130:  # interrupted: a repeated Ctrl-C must not kill the exit itself (exit status 130 stays)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise
 
 
 if __name__ == "__main__":

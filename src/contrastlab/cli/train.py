@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -85,6 +89,19 @@ def resume_command(run: Run) -> str:
     return shell_command("platform", "train", "--resume", run.dir)
 
 
+@contextmanager
+def _repeat_ctrl_c_ignored() -> Iterator[None]:
+    """SIGINT ignored inside the block (main thread only), then its handler back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def execute(run: Run) -> dict:
     """Run ``plugin.train`` under ``run``; Ctrl-C, SIGTERM and crashes leave a resumable run.
 
@@ -97,16 +114,20 @@ def execute(run: Run) -> dict:
             run.graceful_stop = stop
             metrics = run.plugin.train(run.config, run)
     except KeyboardInterrupt:
-        run.mark("interrupted")
-        if stop.saved_step is not None:
-            saved = f"stopped after saving a checkpoint at step {stop.saved_step}"
-        elif stop.expired:
-            saved = f"interrupted: no checkpoint point within {stop.grace_s:g} s, so none was saved"
-        elif run.latest_checkpoint_step() is None:
-            saved = "interrupted before its first checkpoint; --resume starts it again from the beginning"
-        else:
-            saved = "interrupted"
-        print_commands(f"{saved}; continue with:", resume_command(run), stderr=True)
+        with _repeat_ctrl_c_ignored():  # a terminal's repeated Ctrl-C must not cut the messages short
+            run.mark("interrupted")
+            latest = run.latest_checkpoint_step() if stop.saved_step is None else stop.saved_step
+            restart = "--resume starts it again from the beginning" if latest is None else ""
+            if stop.saved_step is not None:
+                saved = f"stopped after saving a checkpoint at step {stop.saved_step}"
+            elif stop.expired:
+                where = restart or f"--resume continues from step {latest}"
+                saved = f"interrupted: no checkpoint point within {stop.grace_s:g} s, so none was saved; {where}"
+            elif latest is None:
+                saved = f"interrupted before its first checkpoint; {restart}"
+            else:
+                saved = "interrupted"
+            print_commands(f"{saved}; continue with:", resume_command(run), stderr=True)
         raise typer.Exit(130) from None
     except Exception as exc:
         run.mark("failed", error=f"{type(exc).__name__}: {exc}")
@@ -119,6 +140,8 @@ def execute(run: Run) -> dict:
         raise
     finally:
         run.graceful_stop = None
+    if stop.requested:
+        say("the stop came during the last step or the final evaluation, so the run finished instead", stderr=True)
     return run.finish(metrics)
 
 

@@ -115,8 +115,9 @@ class GracefulStop:
                 continue
             if not announced:
                 announced = True
+                again = "Ctrl-C" if self._signum == signal.SIGINT else "the signal"
                 self.announce(f"{signal.Signals(self._signum).name}: stopping at the next checkpoint point to save "
-                              f"the progress (at most {self.grace_s:g} s); Ctrl-C again, {self.merge_s:g} s or more "
+                              f"the progress (at most {self.grace_s:g} s); {again} again, {self.merge_s:g} s or more "
                               "later, stops now without it")
             if time.monotonic() - self.requested_at >= self.grace_s:
                 self.expired = True

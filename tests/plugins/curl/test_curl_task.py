@@ -260,5 +260,6 @@ def test_sigterm_during_the_final_evaluation_lets_the_run_finish(tmp_path: Path,
     assert code == 0, out
     (run_dir,) = tmp_path.glob("*/*/*")
     assert json.loads((run_dir / "run.json").read_text())["status"] == "completed"
+    assert "the stop came during the last step or the final evaluation, so the run finished instead" in out
     summary = json.loads((run_dir / "summary.json").read_text())["metrics"]
     assert summary["train/env_frames"] == 240 and 0.0 <= summary["train/clamped_frac"] <= 1.0

@@ -104,6 +104,9 @@ def test_a_stopped_run_saves_where_it_stopped_and_resumes_as_if_never_stopped(tm
     the epoch's SVM evaluation then runs before the stop's checkpoint): the same rows and metrics as a run never
     stopped."""
     sets = [*TINY[:1], "checkpoint_every=100", *TINY[2:3], f"train.log_every={log_every}", *TINY[4:], "eval.every=1"]
-    stopped = check_stop_and_resume("graph", ["--loss", "dcl", *(a for s in sets for a in ("--set", s))], tmp_path,
-                                    step, when)
+    args = ["--loss", "dcl", *(a for s in sets for a in ("--set", s))]
+    stopped, resumed = check_stop_and_resume("graph", args, tmp_path, step, when)
     assert [r["step"] for r in rows(stopped) if "eval/svm_acc" in r] == [4, 6]
+    shown = [int(line.split()[1].split("/")[0]) for line in resumed.splitlines() if line.startswith("graph ")]
+    logged = [r["step"] for r in rows(stopped) if "train/loss" in r and r["step"] > step]
+    assert shown == logged  # the progress line counts steps, not the steps of a restored log window twice

@@ -259,8 +259,8 @@ def test_a_stopped_run_saves_where_it_stopped_and_resumes_as_if_never_stopped(tm
     monkeypatch.setattr(pu_task.cl, "make_loss", loss_with_a_varying_clamp)
     monkeypatch.setattr(pu_task, "classifier_step", step_with_varying_ascents)
     sets = [*(s for s in TINY if not s.startswith("checkpoint_every")), "checkpoint_every=100"]
-    stopped = check_stop_and_resume("pu", ["--loss", "pucl", *(a for s in sets for a in ("--set", s))], tmp_path,
-                                    step)
+    args = ["--loss", "pucl", *(a for s in sets for a in ("--set", s))]
+    stopped, _ = check_stop_and_resume("pu", args, tmp_path, step)
     rows = [json.loads(line) for line in (stopped / "metrics.jsonl").read_text().splitlines()]
     clamped = [r["train/clamped_frac"] for r in rows if "train/clamped_frac" in r]
     ascents = [r["classifier/ascent_fraction"] for r in rows if "classifier/ascent_fraction" in r]

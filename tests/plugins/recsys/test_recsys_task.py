@@ -159,6 +159,8 @@ def test_a_stopped_run_saves_where_it_stopped_and_resumes_as_if_never_stopped(tm
     epoch's evaluation then runs before the stop's checkpoint): the same rows and metrics as a run never stopped."""
     sets = [*TINY, "eval.every_epochs=1", f"train.log_every={log_every}", "train.negatives=both",
             "train.num_negatives=16"]
-    stopped = check_stop_and_resume("recsys", ["--loss", "dcl", *(a for s in sets for a in ("--set", s))], tmp_path,
-                                    step, when)
+    args = ["--loss", "dcl", *(a for s in sets for a in ("--set", s))]
+    stopped, resumed = check_stop_and_resume("recsys", args, tmp_path, step, when)
     assert [r["step"] for r in _rows(stopped) if "eval/ndcg@20" in r] == [0, 24, 48, 72]
+    shown = [int(line.split()[1].split("/")[0]) for line in resumed.splitlines() if line.startswith("recsys ")]
+    assert shown == [r["step"] for r in _rows(stopped) if "train/loss" in r and r["step"] > step]  # steps, once

@@ -116,8 +116,10 @@ def test_a_stopped_run_saves_where_it_stopped_and_resumes_as_if_never_stopped(tm
     """SIGTERM mid-way through a logging window (step 6; logs every 4), or during an epoch's last step (8 of 8; the
     epoch's kNN check then runs before the stop's checkpoint): the same rows and metrics as a run never stopped."""
     sets = [*TINY, "train.epochs=2", "eval.knn_every=1", "train.log_every=4", "checkpoint_every=100"]
-    stopped = check_stop_and_resume("simclr", ["--loss", "dcl", *(a for s in sets for a in ("--set", s))], tmp_path,
-                                    step, when)
+    args = ["--loss", "dcl", *(a for s in sets for a in ("--set", s))]
+    stopped, resumed = check_stop_and_resume("simclr", args, tmp_path, step, when)
     rows = [json.loads(line) for line in (stopped / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "eval/knn_top1" in r] == [8, 16]
     assert [r["step"] for r in rows if "train/clamped_frac" in r] == [4, 8, 12, 16]
+    shown = [int(line.split()[1].split("/")[0]) for line in resumed.splitlines() if line.startswith("simclr ")]
+    assert shown == [r["step"] for r in rows if "train/loss" in r and r["step"] > step]  # steps, counted once

@@ -193,11 +193,11 @@ class GraphTask(TaskPlugin[GraphConfig]):
                     window.add_all(last, prefix="train/")
                     step, seen = step + 1, seen + idx.numel()
                     if step % config.train.log_every == 0 or step == total:
-                        steps_logged, means = window.count("train/loss"), window.pop()
+                        means = window.pop()
                         row = {"train/loss": means.pop("train/loss"), "train/epoch": step / per_epoch,
                                "train/graphs_per_s": seen / max(1e-9, time.perf_counter() - t0), **means}
                         run.log(row, step)
-                        bar.update(steps_logged, loss=round(row["train/loss"], 4))
+                        bar.update(step - bar.done, loss=round(row["train/loss"], 4))
                         # the clamp fraction is summarised by Run.finish (mean of every logged value)
                         metrics.update({k: v for k, v in row.items() if k in ("train/loss", "train/graphs_per_s")})
                     if j < per_epoch - 1 and step < total and run.checkpoint_due(step):

@@ -210,10 +210,10 @@ class RecsysTask(TaskPlugin[RecsysConfig]):
                     window.add("train/loss", out.loss)
                     window.add("train/clamped_frac", out.clamped_frac)
                     if step % t.log_every == 0 or step == total:
-                        steps_logged, means = window.count("train/loss"), window.pop()
+                        means = window.pop()
                         last_loss = means.pop("train/loss")
                         run.log({"train/loss": last_loss, "train/epoch": step / per_epoch, **means}, step)
-                        bar.update(steps_logged, loss=round(last_loss, 4))
+                        bar.update(step - bar.done, loss=round(last_loss, 4))
                     if j < per_epoch - 1 and step < total and run.checkpoint_due(step):
                         save(step)
                     if step >= total:

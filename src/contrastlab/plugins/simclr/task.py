@@ -213,13 +213,13 @@ class SimCLRTask(TaskPlugin[SimCLRConfig]):
                     window.add("train/clamped_frac", getattr(trainer.loss, "last_stats", {}).get(CLAMPED_FRAC))
                     step, seen = step + 1, seen + B
                     if step % log_every == 0 or step == total:
-                        steps_logged, means = window.count("train/loss"), window.pop()
+                        means = window.pop()
                         loss = means.pop("train/loss")
                         rate = seen * info.world_size / max(1e-9, time.perf_counter() - t0)
                         if info.is_main:
                             run.log({"train/loss": loss, "train/lr": trainer.optimizer.param_groups[0]["lr"],
                                      "train/images_per_s": rate, "train/epoch": step / per_epoch, **means}, step)
-                        bar.update(steps_logged, loss=round(loss, 4))
+                        bar.update(step - bar.done, loss=round(loss, 4))
                         metrics["train/loss"] = loss
                     if info.is_main and j < per_epoch - 1 and step < total and run.checkpoint_due(step):
                         save(step)
