@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 from pathlib import Path
@@ -14,13 +13,7 @@ import contrastlab as cl
 from contrastlab.platform.plugins import PluginManager
 from contrastlab.platform.stopping import OPT_OUT_VARIABLE, GracefulStop
 from contrastlab.testing import fresh_plugin_manager, run_cli
-
-
-def deliver(signum: int) -> None:
-    """Send ``signum`` to this process and give Python the chance to run its handler."""
-    os.kill(os.getpid(), signum)
-    for _ in range(100):
-        time.sleep(0.001)
+from contrastlab.testing import signal_self as deliver
 
 
 def wait_for(lines: list[str], n: int) -> list[str]:

@@ -78,6 +78,12 @@ def record_clamped(stats: dict[str, Tensor] | None, clamped: Tensor) -> None:
     stats[CLAMPED_FRAC] = clamped.detach().float().mean() if clamped.numel() else torch.zeros((), device=clamped.device)
 
 
+def clamped_frac_of(loss: object) -> Tensor | None:
+    """The ``clamped_frac`` a registered loss module reported for its last call (``last_stats``; DCL, HCL, PUCL,
+    DebiasedPos), or ``None`` for a loss without that statistic."""
+    return (getattr(loss, "last_stats", None) or {}).get(CLAMPED_FRAC)
+
+
 class ClampMeter(LogWindow):
     """Running mean of a loss's ``clamped_frac`` between two logging points, kept as a tensor.
 
@@ -88,7 +94,7 @@ class ClampMeter(LogWindow):
 
     def update(self, loss: object) -> None:
         """Add the last call's ``clamped_frac`` of ``loss`` (a registered loss module), if it has one."""
-        self.add(CLAMPED_FRAC, getattr(loss, "last_stats", {}).get(CLAMPED_FRAC))
+        self.add(CLAMPED_FRAC, clamped_frac_of(loss))
 
     def pop(self, tag: str = "train/clamped_frac") -> dict[str, float]:  # type: ignore[override]
         """``{tag: mean since the last pop}`` (empty if nothing was recorded), then reset."""

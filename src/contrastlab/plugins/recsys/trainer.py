@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 import contrastlab as cl
+from contrastlab.losses.floors import clamped_frac_of
 from contrastlab.plugins.recsys.config import RecsysConfig
 from contrastlab.plugins.recsys.model import normalized_adjacency
 from contrastlab.plugins.recsys.pairs import build_batch
@@ -93,5 +94,4 @@ def train_step(model: Model, loss_fn: nn.Module, optimizer: torch.optim.Optimize
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
-    stats = getattr(loss_fn, "last_stats", {}) or {}
-    return StepResult(loss.detach(), stats.get("clamped_frac"))
+    return StepResult(loss.detach(), clamped_frac_of(loss_fn))

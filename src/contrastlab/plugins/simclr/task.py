@@ -16,7 +16,7 @@ import torch
 import contrastlab as cl
 from contrastlab.data.augment import AugmentSpec, augment_spec_for
 from contrastlab.data.datasets import ImageDataset, dataset_names, load_dataset
-from contrastlab.losses.floors import CLAMPED_FRAC
+from contrastlab.losses.floors import clamped_frac_of
 from contrastlab.platform.errors import ConfigError, UnknownNameError
 from contrastlab.platform.logwindow import LogWindow
 from contrastlab.platform.registry import unknown_name_message
@@ -210,7 +210,7 @@ class SimCLRTask(TaskPlugin[SimCLRConfig]):
                     loss_value = trainer.step(views, labels[idx], trainer.lr_scale(step, total, per_epoch))
                     window.add("train/loss", loss_value)
                     # fraction of anchors at a debiased loss's floor (DCL/HCL/PUCL/DebiasedPos)
-                    window.add("train/clamped_frac", getattr(trainer.loss, "last_stats", {}).get(CLAMPED_FRAC))
+                    window.add("train/clamped_frac", clamped_frac_of(trainer.loss))
                     step, seen = step + 1, seen + B
                     if step % log_every == 0 or step == total:
                         means = window.pop()
