@@ -28,6 +28,29 @@ MOMENTUM_INPUTS = frozenset({"query_key", "queue"})
 Embed = Callable[[Tensor], Tensor]
 """``x [B, ...] -> z [B, d]``: the network's projections of one batch of inputs."""
 
+TRAIN_IMAGES = {"fashion_mnist": 60000, "cifar10": 50000, "cifar100": 50000, "stl10": 105000}
+"""Training images of the built-in datasets (for run-time estimates before any data is loaded)."""
+TEST_IMAGES = {"fashion_mnist": 10000, "cifar10": 10000, "cifar100": 10000, "stl10": 8000}
+"""Test images of the built-in datasets."""
+_SECONDS_PER_IMAGE = {"cpu": {"small_cnn": 3e-4, "resnet18": 2.5e-2, "resnet50": 6e-2},
+                      "cuda": {"small_cnn": 2e-5, "resnet18": 1.5e-4, "resnet50": 4e-4}}
+"""Seconds of one training pass (forward + backward) per 32-px image; ``small_cnn`` at width 16."""
+_COST_WIDTH = {"small_cnn": ("width", 32.0, 16.0)}
+"""Per encoder: (width option, its default, the width the cost above was measured at); else ``width``, 1, 1."""
+
+
+def seconds_per_image(encoder: str, hparams: dict, device: str, size: int) -> float | None:
+    """Rough seconds of one training pass per ``size``-px image through ``encoder`` (``None``: not measured).
+
+    Scales the measured 32-px cost by area and by the square of the width (conv cost grows with both).
+    """
+    per = _SECONDS_PER_IMAGE["cuda" if str(device).startswith("cuda") else "cpu"].get(encoder)
+    if per is None:
+        return None
+    key, default, measured = _COST_WIDTH.get(encoder, ("width", 1.0, 1.0))
+    width = float(hparams.get(key) or default) / measured
+    return per * (size / 32) ** 2 * width**2
+
 
 def contrastive_batch(embed: Embed, views: Tensor, sampler: nn.Module, input_kind: str,
                       labels: Tensor | None = None, key_embed: Embed | None = None) -> ContrastiveBatch:

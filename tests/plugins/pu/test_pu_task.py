@@ -55,6 +55,20 @@ def _train(tmp_path: Path, loss: str = "punce", extra: list[str] | None = None) 
     return run, summary
 
 
+def test_run_time_estimates_follow_the_work() -> None:
+    """smoke is sized for a CPU, paper is not; the classifier counts through the encoder only when it trains it."""
+    plugin = _plugin()
+    smoke, paper = (resolve_config(plugin, preset=p) for p in ("smoke", "paper"))
+    assert plugin.estimate_seconds(smoke, "cpu") < 60 < 3600 < plugin.estimate_seconds(paper, "cpu")
+    assert plugin.estimate_seconds(paper, "cuda") < plugin.estimate_seconds(paper, "cpu") / 50
+    probe = plugin.estimate_seconds(smoke, "cpu")
+    tuned = resolve_config(plugin, preset="smoke", sets=["classifier.fine_tune=true"])
+    longer = resolve_config(plugin, preset="smoke", sets=["pretrain.steps=300"])
+    assert probe < plugin.estimate_seconds(tuned, "cpu") and probe < plugin.estimate_seconds(longer, "cpu")
+    unknown = resolve_config(plugin, preset="smoke", sets=["data.dataset=image_folder", "data.train_size=null"])
+    assert plugin.estimate_seconds(unknown, "cpu") is None
+
+
 def test_config_fills_prior_from_the_split() -> None:
     config = _config("punce")
     # 2 of 4 balanced classes positive: n = 192, n₊ = 96, n_L = 24 → π = 72/168

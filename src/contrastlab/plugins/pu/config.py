@@ -6,7 +6,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from contrastlab.data.augment import augment_spec_for
 from contrastlab.platform.task import ComponentSpec, Section, TaskConfig
+from contrastlab.pretraining import TEST_IMAGES, TRAIN_IMAGES, seconds_per_image
 
 LOSS_PRIOR_KEYS: dict[str, tuple[str, ...]] = {"punce": ("prior",), "pucl": ("alpha", "c")}
 """Loss hyperparameters that are PU priors and can be filled from the split (``prior.fill_loss``; PUCL only
@@ -156,3 +158,26 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 """Named presets: ``smoke`` (CPU, minutes) and ``paper`` (GPU-sized)."""
+
+
+def estimated_seconds(config: PUConfig, device: str) -> float | None:
+    """Rough wall time of a run: pre-training (two views per image), then the classifier (through the encoder
+    when it is trained end to end or fine-tuned, else on features extracted once), then the test set.
+
+    ``None`` when the encoder's cost or the dataset's size is unknown. Inference is counted as a training pass
+    (the smoke preset's extraction measured about that on a CPU).
+    """
+    d = config.data
+    size = augment_spec_for(d.dataset, 32).size
+    per = seconds_per_image(config.encoder.name, config.encoder.hparams(), device, size)
+    n_train = d.train_size or TRAIN_IMAGES.get(d.dataset) or d.options.get("size")
+    if per is None or n_train is None:
+        return None
+    n_test = d.test_size or TEST_IMAGES.get(d.dataset) or n_train
+    cc = config.classifier
+    e2e = config.method == "end_to_end"
+    pretrain = 0 if e2e else config.pretrain.steps * config.pretrain.batch_size * 2
+    clf_steps = (cc.end_to_end_steps or config.pretrain.steps + cc.steps) if e2e else cc.steps
+    classifier = clf_steps * (cc.batch_labeled + cc.batch_unlabeled) if e2e or cc.fine_tune else 0
+    extract = 0 if e2e else n_train
+    return (pretrain + classifier + extract + n_test) * per

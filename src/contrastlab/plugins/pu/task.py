@@ -30,7 +30,7 @@ from contrastlab.evaluation import extract_features
 from contrastlab.platform.errors import ConfigError, ContrastlabError
 from contrastlab.platform.preflight import check_sampler
 from contrastlab.platform.run import Run
-from contrastlab.plugins.pu.config import LOSS_PRIOR_KEYS, PRESETS, PUConfig
+from contrastlab.plugins.pu.config import LOSS_PRIOR_KEYS, PRESETS, PUConfig, estimated_seconds
 from contrastlab.plugins.pu.pretrain import is_label_aware, pretrain_loop
 from contrastlab.plugins.pu.probe import PUData, binary_metrics, classifier_step, linear_head, predict_scores
 from contrastlab.plugins.pu.risks import PURisk
@@ -218,6 +218,10 @@ class PUTask(cl.TaskPlugin[PUConfig]):
         tests = [f"test/{m}" for m in ("accuracy", "f1", "precision", "recall", "auc")]
         return ("pretrain/loss", "pretrain/labeled_per_batch", "train/clamped_frac", "classifier/risk",
                 "classifier/positive_risk", "classifier/negative_risk", "classifier/ascent_fraction", *tests)
+
+    def estimate_seconds(self, config: PUConfig, device: str) -> float | None:
+        """Rough wall time from measured per-image encoder costs (:func:`~.config.estimated_seconds`)."""
+        return estimated_seconds(config, device)
 
     def check(self, config: PUConfig) -> None:
         """Refuse bad input before training: label-aware loss without a split, bad prior, bad split, no data."""

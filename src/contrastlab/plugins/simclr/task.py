@@ -26,13 +26,10 @@ from contrastlab.plugins.simclr import distributed as D
 from contrastlab.plugins.simclr.config import PRESETS, SimCLRConfig
 from contrastlab.plugins.simclr.evaluate import evaluate_encoder
 from contrastlab.plugins.simclr.trainer import Trainer, build_model, fed_inputs, make_views
+from contrastlab.pretraining import TRAIN_IMAGES, seconds_per_image
 
 CLASS_COUNTS = {"fashion_mnist": 10, "cifar10": 10, "cifar100": 100, "stl10": 10, "synthetic": 4}
 """Classes of the built-in datasets (for τ+ = 1/C before any data is loaded)."""
-_SECONDS_PER_IMAGE = {"cpu": {"small_cnn": 3e-4, "resnet18": 2.5e-2, "resnet50": 6e-2},
-                      "cuda": {"small_cnn": 2e-5, "resnet18": 1.5e-4, "resnet50": 4e-4}}
-_DATASET_SIZES = {"fashion_mnist": 60000, "cifar10": 50000, "cifar100": 50000, "stl10": 105000,
-                  "synthetic": 512}
 
 
 def num_classes_of(config: SimCLRConfig) -> int | None:
@@ -119,20 +116,16 @@ class SimCLRTask(TaskPlugin[SimCLRConfig]):
                 "train/clamped_frac")
 
     def estimate_seconds(self, config: SimCLRConfig, device: str) -> float | None:
-        """Rough wall time from per-image costs measured for each encoder (32 px; scaled by area)."""
-        kind = "cuda" if str(device).startswith("cuda") else "cpu"
-        per = _SECONDS_PER_IMAGE[kind].get(config.encoder.name)
-        n = config.data.train_subset or _DATASET_SIZES.get(config.data.dataset)
+        """Rough wall time from per-image costs measured for each encoder (:func:`seconds_per_image`)."""
+        size = config.augment.size or augment_spec_for(config.data.dataset, 32).size
+        per = seconds_per_image(config.encoder.name, config.encoder.hparams(), device, size)
+        n = config.data.train_subset or TRAIN_IMAGES.get(config.data.dataset)
         if per is None or n is None:
             return None
-        size = config.augment.size or augment_spec_for(config.data.dataset, 32).size
-        width = float(config.encoder.hparams().get("width", 1.0) or 1.0)
-        if config.encoder.name == "small_cnn":
-            width /= 16  # per-image cost measured at width 16
         steps = n // config.train.batch_size * config.train.epochs
         if config.train.max_steps:
             steps = min(steps, config.train.max_steps)
-        return steps * config.train.batch_size * config.data.views * per * (size / 32) ** 2 * width**2
+        return steps * config.train.batch_size * config.data.views * per
 
     # ------------------------------------------------------------------ data
     def _dataset(self, config: SimCLRConfig, split: str) -> ImageDataset:
