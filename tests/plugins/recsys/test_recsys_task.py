@@ -50,7 +50,7 @@ def test_tau_plus_from_density_is_resolved_before_validation():
     assert _config("hcl", ["tau_plus_from_density=true", "loss.tau_plus=0.3"]).loss.hparams()["tau_plus"] == 0.3
     assert _config("dcl").loss.hparams()["tau_plus"] == 0.1  # the loss default unless asked
     assert _config("infonce", ["tau_plus_from_density=true"]).loss.hparams() == {}
-    with pytest.raises(ConfigError, match=r"loss 'infonce' has no tau_plus.*bcl, dcl, debiased_pos, hcl"):
+    with pytest.raises(ConfigError, match=r"loss 'infonce' has no tau_plus.*bcl, dcl, hcl"):
         _config("infonce", ["loss.tau_plus=from-density"])
     with pytest.raises(DataMissingError, match="ml-100k"):  # the string cannot be resolved without the data
         _config("dcl", ["loss.tau_plus=from-density", "data.root=/nonexistent"], preset="paper")
@@ -87,6 +87,7 @@ def test_cli_train_writes_metrics_summary_and_reevaluates(tmp_path):
     [
         (["--loss", "supcon"], "loss 'supcon' needs class or pu labels"),
         (["--loss", "punce"], "loss 'punce' needs pu labels"),
+        (["--loss", "debiased_pos"], "cannot use loss 'debiased_pos': its positive estimate counts each anchor's"),
         (["--loss", "dcl", "--set", "eval.ks=[5,10]"], "must be positive cut-offs including 20"),
         (["--loss", "dcl", "--set", "train.batch_size=100000"], "exceeds the"),
         (["--loss", "dcl", "--sampler", "two_view"], "consumes two_views, but plugin 'recsys' provides query_key"),

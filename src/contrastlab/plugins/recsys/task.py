@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 import contrastlab as cl
-from contrastlab.platform.errors import ConfigError, ContrastlabError, UnknownNameError
+from contrastlab.platform.errors import ConfigError, ContrastlabError, IncompatibleError, UnknownNameError
 from contrastlab.platform.logwindow import LogWindow
 from contrastlab.platform.run import Run
 from contrastlab.platform.task import ComponentSpec, EvalOptions, TaskPlugin
@@ -33,6 +33,10 @@ _SECONDS_PER_FLOP = {"cpu": 4.5e-10, "cuda": 5e-12}
 """Rough seconds per multiply-add of a step: CPU fitted to the smoke preset and a MovieLens-1M-sized step on a
 2-core CPU (≈ 1.1 s per step at batch 2048); the CUDA value is a guess (no GPU was available)."""
 
+REFUSED_LOSSES = {"debiased_pos": "its positive estimate counts each anchor's similarity with itself, and users "
+                                  "are never among the candidate items here (docs/recsys.md)"}
+"""Losses that run but cannot mean anything in this layout, with the reason (refused before training)."""
+
 
 def loss_hparam_names(loss: str) -> set[str]:
     """Hyperparameter names of the registered loss ``loss`` (unknown names raise with the valid ones)."""
@@ -40,9 +44,9 @@ def loss_hparam_names(loss: str) -> set[str]:
 
 
 def losses_with(hparam: str) -> list[str]:
-    """Registered losses that have the hyperparameter ``hparam``."""
+    """Registered losses that have the hyperparameter ``hparam`` (those this plugin refuses left out)."""
     return sorted(c.name for c in cl.get_plugin_manager().registries["loss"]
-                  if any(hp.name == hparam for hp in c.hyperparameters))
+                  if c.name not in REFUSED_LOSSES and any(hp.name == hparam for hp in c.hyperparameters))
 
 
 class RecsysTask(TaskPlugin[RecsysConfig]):
@@ -112,7 +116,11 @@ class RecsysTask(TaskPlugin[RecsysConfig]):
         return config
 
     def check(self, config: RecsysConfig) -> None:
-        """Refuse bad cut-offs, missing or malformed data and impossible sizes (labels: the core pre-flight)."""
+        """Refuse a loss that cannot work on users vs items, bad cut-offs, missing or malformed data and impossible
+        sizes (labels: the core pre-flight)."""
+        if config.loss.name in REFUSED_LOSSES:
+            raise IncompatibleError(f"plugin 'recsys' cannot use loss '{config.loss.name}': "
+                                    f"{REFUSED_LOSSES[config.loss.name]}; use dcl, hcl, bcl, pucl or infonce")
         ks = config.eval.ks
         if not ks or min(ks) < 1 or 20 not in ks:
             raise ConfigError(f"eval.ks={ks} must be positive cut-offs including 20 (the primary metric "
