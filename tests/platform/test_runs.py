@@ -318,3 +318,30 @@ def test_resume_refuses_options_it_would_ignore(toy_pm: PluginManager, tmp_path:
     for extra in (["--set", "train.steps=80"], ["--loss", "infonce"], ["--seed", "5"]):
         code, out = run_cli(["train", "--resume", str(run_dir), *extra])
         assert code == 2 and "drop " + extra[0] in out and len(out.strip().splitlines()) == 1, out
+
+
+def test_reopened_run_with_missing_data_says_where_the_data_is_named(
+    toy_pm: PluginManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """eval and --resume have no --set: the missing-data error points at the run's config.yaml instead."""
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.errors import DataMissingError
+    from contrastlab.platform.plugins import get_task_plugin
+    from contrastlab.platform.run import Run
+
+    code, out = train_toy(tmp_path / "done")
+    assert code == 0, out
+    done = only_run(tmp_path / "done")
+    plugin = get_task_plugin("toy_clusters")
+    killed = Run.create(plugin, resolve_config(plugin, loss="dcl", sets=["train.steps=40"]), tmp_path / "killed")
+    killed.close()
+
+    def data_gone(self, config) -> None:
+        raise DataMissingError("dataset file /data/x not found; pass --set data.root=DIR")
+
+    monkeypatch.setattr(type(plugin), "check", data_gone)
+    for run_dir, args in ((done, ["eval", str(done)]), (killed.dir, ["train", "--resume", str(killed.dir)])):
+        code, out = run_cli(args)
+        assert code == 2 and "/data/x not found" in out and "Traceback" not in out, out
+        assert f"{run_dir / 'config.yaml'}: put it back there" in " ".join(out.split()), out
+    assert not (done / "eval.json").exists() and not list(killed.dir.glob("checkpoints/*"))

@@ -25,7 +25,7 @@ import yaml
 
 from contrastlab.platform.checkpoints import CheckpointStore
 from contrastlab.platform.config import config_from_dict, config_to_dict
-from contrastlab.platform.errors import DeviceError, StorageError
+from contrastlab.platform.errors import DataMissingError, DeviceError, StorageError
 from contrastlab.platform.hparams import hparam_columns, write_session
 from contrastlab.platform.plugins import registry
 from contrastlab.platform.preflight import preflight
@@ -165,7 +165,11 @@ class Run:
         if device is not None:
             data["device"] = device
         config = config_from_dict(plugin, data)
-        preflight(plugin, config)
+        try:
+            preflight(plugin, config)
+        except DataMissingError as exc:  # its hint is for a new run: a reopened one has no --set
+            raise DataMissingError(f"{exc} (a reopened run reads the data named in {layout.config_yaml}: put it "
+                                   f"back there, or edit that file)") from None
         # the same seeding as Run.create: a run killed before its first checkpoint (no saved RNG state to restore)
         # resumes to the metrics of an uninterrupted run; a checkpoint's RNG state, when loaded, replaces this
         seed_everything(config.seed)
