@@ -72,14 +72,19 @@ def contrastive_batch(embed: Embed, views: Tensor, sampler: nn.Module, input_kin
 
 def contrastive_step(embed: Embed, views: Tensor, sampler: nn.Module, input_kind: str, loss_fn: nn.Module,
                      optimizer: torch.optim.Optimizer, labels: Tensor | None = None,
-                     key_embed: Embed | None = None, clamp: ClampMeter | None = None) -> Tensor:
+                     key_embed: Embed | None = None, clamp: ClampMeter | None = None,
+                     before_step: Callable[[], None] | None = None) -> Tensor:
     """One optimisation step of ``loss_fn`` on ``views``; returns the detached loss (no host sync).
 
-    ``clamp`` (optional) accumulates the loss's ``clamped_frac`` for logging as ``train/clamped_frac``.
+    ``clamp`` (optional) accumulates the loss's ``clamped_frac`` for logging as ``train/clamped_frac``;
+    ``before_step`` (optional) runs between the backward pass and the optimiser step (e.g. averaging across ranks
+    the gradients of parameters outside DDP).
     """
     loss = loss_fn(contrastive_batch(embed, views, sampler, input_kind, labels, key_embed))
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
+    if before_step is not None:
+        before_step()
     optimizer.step()
     if clamp is not None:
         clamp.update(loss_fn)

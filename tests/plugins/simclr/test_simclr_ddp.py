@@ -1,7 +1,8 @@
 """DDP: one training step with 2 gloo processes equals the single-process step on the concatenated batch.
 
 Each rank encodes its half of the batch; the two_view sampler gathers the embeddings of both ranks (negatives
-from the global batch) and DDP averages the gradients. The BatchNorm-free model makes per-rank and global
+from the global batch) and DDP averages the gradients (the trainer averages those of a learnable sampler,
+outside DDP, itself). The BatchNorm-free model makes per-rank and global
 forward passes identical, so the updated parameters must agree to float64 precision (the test runs in float64,
 so the order of floating-point sums cannot decide it).
 """
@@ -24,8 +25,8 @@ SETS = ("encoder.norm=none", "model.head_batch_norm=false", "model.channels_last
         "train.lr=0.5", "train.momentum=0.0", "train.weight_decay=0.0", "train.batch_size=8")
 
 
-def _config(loss):
-    return tiny_config(loss, *SETS)
+def _config(loss, sampler=None):
+    return tiny_config(loss, *SETS, sampler=sampler)
 
 
 def _batch():
@@ -33,20 +34,20 @@ def _batch():
     return torch.randn(2, 8, 3, 16, 16, generator=g), torch.arange(8) % 4
 
 
-def _worker(rank: int, world: int, port: int, loss: str, out: str) -> None:
+def _worker(rank: int, world: int, port: int, loss: str, sampler: str | None, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     torch.set_default_dtype(torch.float64)  # float64 so that summation order cannot matter
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         torch.manual_seed(0)
-        trainer = Trainer(_config(loss), 3, torch.device("cpu"), distributed=True)
+        trainer = Trainer(_config(loss, sampler), 3, torch.device("cpu"), distributed=True)
         views, labels = _batch()
         half = views.shape[1] // world
         loss_value = trainer.step(views[:, rank * half:(rank + 1) * half], labels[rank * half:(rank + 1) * half])
-        if rank == 0:
-            torch.save({"params": [p.detach() for p in trainer.model.parameters()],
-                        "grads": [p.grad.detach() for p in trainer.model.parameters()], "loss": loss_value}, out)
+        params = [*trainer.model.parameters(), *trainer.sampler.parameters()]  # + query_key's W (outside DDP)
+        torch.save({"params": [p.detach() for p in params], "grads": [p.grad.detach() for p in params],
+                    "loss": loss_value}, f"{out}.{rank}")
     finally:
         dist.destroy_process_group()
     # Leave without interpreter teardown: gloo's background threads can abort (SIGABRT, "terminate called without
@@ -61,31 +62,36 @@ def _free_port() -> int:
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("loss", ["dcl"])
-def test_two_process_step_matches_single_process(tmp_path, loss):
-    out = str(tmp_path / "rank0.pt")
-    mp.spawn(_worker, args=(2, _free_port(), loss, out), nprocs=2, join=True)
-    ddp = torch.load(out)
+@pytest.mark.parametrize(("loss", "sampler"), [("dcl", None), ("dcl", "query_key")])
+def test_two_process_step_matches_single_process(tmp_path, loss, sampler):
+    """query_key: its learnable W sits outside DDP; its gradient must be averaged over the ranks too."""
+    out = str(tmp_path / "rank.pt")
+    mp.spawn(_worker, args=(2, _free_port(), loss, sampler, out), nprocs=2, join=True)
+    ranks = [torch.load(f"{out}.{r}") for r in range(2)]
+    for p0, p1 in zip(ranks[0]["params"], ranks[1]["params"], strict=True):  # the ranks stay in step
+        assert torch.equal(p0, p1)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
-        _single_step_and_compare(ddp, loss)
+        _single_step_and_compare(ranks[0], loss, sampler)
     finally:
         torch.set_default_dtype(previous)
 
 
-def _single_step_and_compare(ddp: dict, loss: str) -> None:
+def _single_step_and_compare(ddp: dict, loss: str, sampler: str | None) -> None:
     torch.manual_seed(0)
-    single = Trainer(_config(loss), 3, torch.device("cpu"))
+    single = Trainer(_config(loss, sampler), 3, torch.device("cpu"))
     views, labels = _batch()
     single.step(views, labels)
-    grads = [p.grad.detach() for p in single.model.parameters()]
+    params = [*single.model.parameters(), *single.sampler.parameters()]
+    assert len(params) == len(ddp["params"]) > len(list(single.model.parameters())) - (sampler is None)
+    grads = [p.grad.detach() for p in params]
     scale = max(float(g.abs().max()) for g in grads)
     assert scale > 0                                                     # the step did something
     for g_ddp, g_single in zip(ddp["grads"], grads, strict=True):        # DDP-averaged = full-batch gradient
         assert g_ddp.dtype == torch.float64
         torch.testing.assert_close(g_ddp, g_single, rtol=1e-7, atol=1e-9 * scale)
-    for p_ddp, p_single in zip(ddp["params"], single.model.parameters(), strict=True):
+    for p_ddp, p_single in zip(ddp["params"], params, strict=True):
         torch.testing.assert_close(p_ddp, p_single.detach(), rtol=1e-9, atol=1e-12)
 
 

@@ -81,3 +81,21 @@ def broadcast_from_main(obj: object, info: DistInfo) -> object:
     box = [obj]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+def average_gradients(params: list[Tensor]) -> None:
+    """Replace the gradients of ``params`` by their mean over all ranks, in one all-reduce.
+
+    For learnable parts that sit outside ``DistributedDataParallel`` (the ``query_key`` sampler's bilinear ``W``):
+    each rank's loss is scaled by the world size, as DDP's averaging expects (``reduce_anchors``), so the mean over
+    ranks is the full-batch gradient. A parameter without a gradient counts as zero (every rank takes part). No-op
+    without a process group.
+    """
+    if not params or not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    flat /= dist.get_world_size()
+    for p, chunk in zip(params, flat.split([g.numel() for g in grads]), strict=True):
+        p.grad = chunk.view_as(p).clone()

@@ -23,6 +23,7 @@ import contrastlab as cl
 from contrastlab.data.augment import SimCLRAugment
 from contrastlab.encoders.heads import ContrastiveModel, ProjectionHead, feature_dim
 from contrastlab.platform.sampler_contract import sampler_input
+from contrastlab.plugins.simclr import distributed as D
 from contrastlab.plugins.simclr.config import SimCLRConfig
 from contrastlab.plugins.simclr.optim import lr_factor, make_optimizer, set_lr
 from contrastlab.pretraining import MOMENTUM_INPUTS, contrastive_batch, contrastive_step
@@ -101,6 +102,9 @@ class Trainer:
         self.loss = cl.make_loss(config.loss.name, **config.loss.hparams()).to(device)
         # learnable sampler/loss parameters (e.g. query_key's bilinear W) are optimised with the network
         self.optimizer = make_optimizer(nn.ModuleList([model, self.sampler, self.loss]), config.train)
+        outside_ddp = [p for m in (self.sampler, self.loss) for p in m.parameters() if p.requires_grad]
+        self._sync_outside_ddp = (lambda: D.average_gradients(outside_ddp)) if distributed and outside_ddp else None
+        """Averages the sampler's/loss's gradients over ranks before each step (DDP covers only the model)."""
         self.autocast = config.model.bf16 and device.type == "cuda"
 
     # ------------------------------------------------------------------ one step
@@ -130,7 +134,7 @@ class Trainer:
         set_lr(self.optimizer, self.config.train.lr, lr_scale)
         y = labels if self.label_aware else None
         loss = contrastive_step(self.embed, views, self.sampler, self.input, self.loss, self.optimizer, y,
-                                self._embed_keys)
+                                self._embed_keys, before_step=self._sync_outside_ddp)
         if self.key_model is not None:
             self.update_key_model()
         return loss.detach()
