@@ -25,6 +25,16 @@ def test_knn_on_separable_clusters():
     assert scores.shape == (80, 4) and (scores >= 0).all()
 
 
+def test_knn_small_temperature_does_not_overflow():
+    """e^{s/t} overflows float32 for t below ≈ 0.0113; the vote must still pick the right class."""
+    xtr, ytr = _blobs(seed=0)
+    xte, yte = _blobs(seed=0, n_per=20)
+    xte = xte + 0.05 * torch.randn_like(xte)
+    for t in (0.1, 0.005, 1e-4):
+        scores = knn_predict(xtr, ytr, xte, 4, k=50, temperature=t)
+        assert torch.isfinite(scores).all() and knn_accuracy(xtr, ytr, xte, yte, 4, k=50, temperature=t) > 0.95
+
+
 def test_knn_ignores_unlabeled_and_handles_small_bank():
     xtr, ytr = _blobs(n_per=3)
     ytr[:3] = -1

@@ -59,12 +59,18 @@ class ImageDataset:
         """Image height (images are square for every built-in dataset)."""
         return int(self.images.shape[2])
 
+    def subset_indices(self, n: int | None, seed: int = 0) -> torch.Tensor | None:
+        """Sorted indices of :meth:`subset`'s samples, or ``None`` for the whole set."""
+        if n is None or n >= len(self):
+            return None
+        g = torch.Generator().manual_seed(seed)
+        return torch.randperm(len(self), generator=g)[:n].sort().values
+
     def subset(self, n: int | None, seed: int = 0) -> ImageDataset:
         """A random subset of ``n`` samples (the whole set when ``n`` is ``None`` or ``>= len``)."""
-        if n is None or n >= len(self):
+        idx = self.subset_indices(n, seed)
+        if idx is None:
             return self
-        g = torch.Generator().manual_seed(seed)
-        idx = torch.randperm(len(self), generator=g)[:n].sort().values
         return ImageDataset(self.images[idx], self.labels[idx], self.num_classes, self.class_names,
                             self.name, self.split)
 

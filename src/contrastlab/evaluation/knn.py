@@ -24,7 +24,9 @@ def knn_predict(
 ) -> Tensor:
     """Class scores ``[Q, num_classes]`` for ``test_feats`` ``[Q, d]`` against the bank ``train_feats`` ``[N, d]``.
 
-    ``train_labels`` ``[N]`` are class ids; entries ``< 0`` (unlabeled) are ignored.
+    ``train_labels`` ``[N]`` are class ids; entries ``< 0`` (unlabeled) are ignored. Each of the ``k`` nearest
+    neighbours votes ``e^{s/t}`` for its class (Wu et al. 2018), scaled per query by the nearest one's ``e^{-s_1/t}``
+    so that no temperature overflows float32; the scaling does not change any query's ranking of the classes.
     """
     keep = train_labels >= 0
     bank = F.normalize(train_feats[keep].float(), dim=1)                          # [N, d]
@@ -34,7 +36,7 @@ def knn_predict(
     for start in range(0, test_feats.shape[0], chunk):
         q = F.normalize(test_feats[start:start + chunk].float().to(bank.device), dim=1)  # [q, d]
         sim, idx = (q @ bank.T).topk(k, dim=1)                                     # [q, k]
-        weight = (sim / temperature).exp()
+        weight = ((sim - sim[:, :1]) / temperature).exp()  # ÷ the nearest's e^{s/t}: no overflow at small t
         votes = torch.zeros(q.shape[0], num_classes, device=bank.device)
         votes.scatter_add_(1, bank_labels[idx], weight)                            # [q, C]
         scores.append(votes)

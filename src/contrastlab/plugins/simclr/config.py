@@ -113,7 +113,8 @@ class EvalSection(Section):
     knn_temperature: float = Field(default=0.1, gt=0.0)
     """Temperature of the kNN vote weights exp(s/t)."""
     knn_bank_subset: int | None = Field(default=None, ge=1)
-    """Use this many training images as the kNN memory bank (null: all)."""
+    """Use this many random training images as the kNN memory bank (null: all); the linear probe always trains on
+    all of them."""
     linear: bool = True
     """Train a linear probe on frozen features at the end."""
     linear_epochs: int = Field(default=100, ge=1)

@@ -16,17 +16,21 @@ def evaluate_encoder(encoder: nn.Module, bank: ImageDataset, test: ImageDataset,
                      autocast: bool = False) -> dict[str, float]:
     """``eval/knn_top1`` (and with ``linear`` ``eval/linear_top1``/``top5``) as fractions in [0, 1].
 
-    ``bank`` provides the kNN memory bank and the linear probe's training set (labels < 0 are ignored);
-    ``test`` is scored. Features come from ``encoder`` in eval mode on unaugmented, normalised images.
+    ``bank`` is the linear probe's training set (labels < 0 are ignored) and, or its ``cfg.knn_bank_subset``
+    random subset, the kNN memory bank; ``test`` is scored. Features come from ``encoder`` in eval mode on
+    unaugmented, normalised images.
     """
-    bank = bank.subset(cfg.knn_bank_subset, seed=seed)
+    keep = bank.subset_indices(cfg.knn_bank_subset, seed=seed)  # the kNN bank (None: all of it)
 
     def pre(x: torch.Tensor) -> torch.Tensor:
         return prepare(x, spec)
 
-    ftr = extract_features(encoder, bank.images, pre, cfg.batch_size, device, autocast)
+    images = bank.images if linear or keep is None else bank.images[keep]
+    ftr = extract_features(encoder, images, pre, cfg.batch_size, device, autocast)
     fte = extract_features(encoder, test.images, pre, cfg.batch_size, device, autocast)
-    metrics = {"eval/knn_top1": knn_accuracy(ftr, bank.labels, fte, test.labels, bank.num_classes, cfg.knn_k,
+    knn_bank = ftr[keep.to(ftr.device)] if linear and keep is not None else ftr
+    knn_labels = bank.labels if keep is None else bank.labels[keep]
+    metrics = {"eval/knn_top1": knn_accuracy(knn_bank, knn_labels, fte, test.labels, bank.num_classes, cfg.knn_k,
                                              cfg.knn_temperature)}
     if linear:
         probe_device = device if device.type == "cuda" else torch.device("cpu")
