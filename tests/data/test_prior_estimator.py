@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from contrastlab import ConfigError
-from contrastlab.data.prior import elkan_noto
+from contrastlab.data.prior import elkan_noto, estimator_sample
 from contrastlab.data.pu import make_pu_split
 
 
@@ -28,6 +28,23 @@ def test_elkan_noto_recovers_known_prior(prior: float, n_labeled: int) -> None:
     assert est.label_frequency == pytest.approx(split.label_frequency, abs=0.03)
     assert est.population_prior == pytest.approx(split.population_prior, abs=0.05)
     assert est.unlabeled_pool_prior == pytest.approx(split.unlabeled_pool_prior, abs=0.05)
+
+
+def test_subsampled_unlabeled_examples_are_corrected_for() -> None:
+    """Every labeled example plus 1/8 of the unlabeled ones: the correction recovers the prior; without it the
+    classifier sees 8x the labeled share and ĉ, α̂ come out far off."""
+    x, y = _gaussians(16000, 0.3, sep=3.0, seed=0)
+    split = make_pu_split(y, [1], n_labeled=300, seed=1)
+    keep, n_u = estimator_sample(split.observed, 1960, seed=4)
+    assert n_u == 16000 - 300 and keep.numel() == 300 + 1960 and (split.observed[keep] == 1).sum() == 300
+    assert keep.unique().numel() == keep.numel()
+    est = elkan_noto(x[keep], split.observed[keep], seed=2, unlabeled_total=n_u)
+    assert est.label_frequency == pytest.approx(split.label_frequency, abs=0.03)
+    assert est.unlabeled_pool_prior == pytest.approx(split.unlabeled_pool_prior, abs=0.05)
+    naive = elkan_noto(x[keep], split.observed[keep], seed=2)
+    assert abs(naive.label_frequency - split.label_frequency) > 0.1
+    with pytest.raises(ConfigError, match="unlabeled_total"):
+        elkan_noto(x[keep], split.observed[keep], unlabeled_total=100)
 
 
 def test_elkan_noto_logistic_classifier() -> None:

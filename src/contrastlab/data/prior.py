@@ -21,6 +21,7 @@ the true prior, and its error.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import torch
@@ -83,6 +84,16 @@ def _fit(model: nn.Module, x: Tensor, s: Tensor, *, hidden: int, steps: int, lr:
         opt2.step()
 
 
+def estimator_sample(observed: Tensor, max_unlabeled: int, seed: int) -> tuple[Tensor, int]:
+    """``(indices, n_U)``: every labeled example (``observed == 1``) and a uniform random subsample of at most
+    ``max_unlabeled`` of the ``n_U`` unlabeled ones, for :func:`elkan_noto` with ``unlabeled_total=n_U``."""
+    observed = torch.as_tensor(observed).reshape(-1)
+    unlabeled = torch.nonzero(observed != 1).flatten()
+    gen = torch.Generator().manual_seed(int(seed))
+    sub = unlabeled[torch.randperm(unlabeled.numel(), generator=gen)[:max_unlabeled]]
+    return torch.cat([torch.nonzero(observed == 1).flatten(), sub]), int(unlabeled.numel())
+
+
 def elkan_noto(
     features: Tensor,
     observed: Tensor,
@@ -93,6 +104,7 @@ def elkan_noto(
     lr: float = 1e-2,
     weight_decay: float = 1e-4,
     seed: int = 0,
+    unlabeled_total: int | None = None,
 ) -> PriorEstimate:
     """Estimate the label frequency and class priors with Elkan & Noto's ``e1`` (KDD 2008).
 
@@ -108,6 +120,10 @@ def elkan_noto(
         lr: Adam learning rate (MLP only).
         weight_decay: L2 penalty on the weights.
         seed: seed of the held-out split and of the initialisation.
+        unlabeled_total: the number of unlabeled examples that those in ``observed`` were drawn from uniformly
+            (``None``: all of them were passed). Keeping every labeled example and a subsample of ``m`` of the
+            ``n_U`` unlabeled ones multiplies the odds ``g/(1−g)`` by ``n_U/m``; the estimate undoes that
+            (``logit g = logit g' + log(m/n_U)``) and uses the whole set's labeled share ``n_L/(n_L + n_U)``.
     """
     if not 0.0 < holdout_fraction < 1.0:
         raise ConfigError(f"prior estimator: holdout_fraction={holdout_fraction} is outside (0, 1)")
@@ -116,6 +132,10 @@ def elkan_noto(
     n, n_l = int(s.numel()), int(s.sum())
     if n_l < 2 or n_l == n:
         raise ConfigError(f"prior estimator needs >= 2 labeled and >= 1 unlabeled examples, got {n_l} of {n}")
+    n_u_total = n - n_l if unlabeled_total is None else int(unlabeled_total)
+    if n_u_total < n - n_l:
+        raise ConfigError(f"prior estimator: unlabeled_total={n_u_total} is below the {n - n_l} unlabeled passed")
+    log_kept = math.log((n - n_l) / n_u_total)  # 0 without subsampling
     gen = torch.Generator().manual_seed(int(seed))
     train_mask = torch.ones(n, dtype=torch.bool)
     holdout_lab = torch.empty(0, dtype=torch.long)
@@ -135,10 +155,10 @@ def elkan_noto(
         with torch.enable_grad():
             _fit(model, x[train_mask], s[train_mask], hidden=hidden, steps=steps, lr=lr, weight_decay=weight_decay)
     with torch.no_grad():
-        g = torch.sigmoid(model(x[holdout_lab]).squeeze(1))  # [|V_L|] ≈ c on positives
+        g = torch.sigmoid(model(x[holdout_lab]).squeeze(1) + log_kept)  # [|V_L|] ≈ c on positives
     c_hat = float(g.mean().clamp(1e-6, 1.0))
     eps = 1e-4
-    alpha = min(max((n_l / n) / c_hat, eps), 1.0 - eps)
+    alpha = min(max((n_l / (n_l + n_u_total)) / c_hat, eps), 1.0 - eps)
     pool = alpha * (1.0 - c_hat) / max(1.0 - alpha * c_hat, 1e-12)
     pool = min(max(pool, eps), 1.0 - eps)
     return PriorEstimate(

@@ -63,7 +63,8 @@ class PriorSection(Section):
     estimator_steps: int = Field(default=300, ge=1)
     """Training steps of the Elkan–Noto classifier."""
     estimator_max_examples: int = Field(default=10_000, ge=100)
-    """At most this many unlabeled examples (plus every labeled one) are used for the estimate."""
+    """At most this many unlabeled examples (a uniform subsample, plus every labeled one) are used for the
+    estimate, which corrects for the subsampling."""
 
 
 class PretrainSection(Section):

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 import contrastlab as cl
 from contrastlab.data import ImageDataset, load_dataset
 from contrastlab.data.augment import SimCLRAugment, augment_for, prepare
-from contrastlab.data.prior import elkan_noto
+from contrastlab.data.prior import elkan_noto, estimator_sample
 from contrastlab.data.pu import DEFAULT_POSITIVE_CLASSES, PUSplit, check_prior, make_pu_split, priors_from_pool
 from contrastlab.encoders.heads import ContrastiveModel, ProjectionHead, feature_dim
 from contrastlab.evaluation import extract_features
@@ -112,13 +112,12 @@ def resolve_prior(config: PUConfig, train: ImageDataset, test: ImageDataset, spl
     elif config.prior.mode == "given":
         pool = float(config.prior.value)  # type: ignore[arg-type]
     else:
-        gen = torch.Generator().manual_seed(config.seed)
-        keep = torch.randperm(split.n, generator=gen)[: config.prior.estimator_max_examples]  # uniform: keeps n_L/n
+        keep, n_unlabeled = estimator_sample(split.observed, config.prior.estimator_max_examples, config.seed)
         spec = augment_for(config.data.dataset, image_size=train.image_size, channels=train.channels).spec
         x = prepare(train.images[keep], spec).flatten(1)  # [m, C·H·W]
         est = elkan_noto(
             x, split.observed[keep], hidden=config.prior.estimator_hidden, steps=config.prior.estimator_steps,
-            seed=config.seed,
+            seed=config.seed, unlabeled_total=n_unlabeled,
         )
         pool = est.unlabeled_pool_prior
         estimate = est.as_dict()
