@@ -175,3 +175,22 @@ def test_float64_in_float64_out(ref):
     for name in ALL:
         bb = b if not cl.loss_label_kinds(name) else ref.two_view_batch(labels=ref.pu_labels(8))
         assert cl.make_loss(name)(bb).dtype == torch.float64
+
+
+@pytest.mark.parametrize("beta", [0.5, 3.1, 5.0, 50.0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_hcl_rows_without_any_valid_negative_at_large_beta(beta, dtype):
+    """HCL's gradient buffer divides by a row's mass: a fully masked row must give zero gradient, not 0·inf = nan
+    (it did for 1 + β > 4: recsys's sampled negatives can mask every column of a user's row)."""
+    g = torch.Generator().manual_seed(0)
+    pos = torch.randn(3, 1, generator=g, dtype=dtype).requires_grad_()
+    neg = torch.randn(3, 4, generator=g, dtype=dtype).requires_grad_()
+    mask = torch.tensor([[False] * 4, [True] * 4, [True, True, False, True]])
+    loss = cl.make_loss("hcl", beta=beta, tau_plus=0.1)
+    v = loss(ContrastiveBatch(pos, neg, neg_mask=mask))
+    v.backward()
+    assert torch.isfinite(v) and torch.isfinite(pos.grad).all() and torch.isfinite(neg.grad).all()
+    assert torch.equal(neg.grad[0], torch.zeros(4, dtype=dtype))
+    neg_rest = neg.detach()[1:].requires_grad_()
+    loss(ContrastiveBatch(pos.detach()[1:], neg_rest, neg_mask=mask[1:])).backward()
+    torch.testing.assert_close(neg.grad[1:] * 3, neg_rest.grad * 2)  # the other rows' gradients (mean over 3 vs 2)

@@ -60,9 +60,10 @@ class _TiltedLogRatio(torch.autograd.Function):
         if valid is not None and beta == 0.0:
             p0.masked_fill_(~valid, 0.0)
         p1 = d.exp_().mul_(p0)  # e^{(1+β)(ℓ−m)} (reuses d's buffer)
-        tiny = torch.finfo(x.dtype).tiny
-        s0 = p0.sum(dim=1, keepdim=True).clamp_min(tiny)
-        s1 = p1.sum(dim=1, keepdim=True).clamp_min(tiny)
+        # A row with a valid column has its max there (p0 = p1 = 1), so s0, s1 >= 1 and the clamp changes nothing;
+        # a row without one (all p = 0) gets s = 1 and q = 0: (1+β)/s cannot overflow to inf and make 0·inf = nan.
+        s0 = p0.sum(dim=1, keepdim=True).clamp_min(1.0)
+        s1 = p1.sum(dim=1, keepdim=True).clamp_min(1.0)
         out = (m + torch.log(s1) - torch.log(s0)).squeeze(1).clamp_min(NEG)
         q = p1.mul_((1.0 + beta) / s1).sub_(p0.mul_(beta / s0))  # (1+β) p1 − β p0: the row's gradient, one buffer
         ctx.save_for_backward(q)
