@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import contrastlab as cl
+from contrastlab.platform.errors import ConfigError
 from contrastlab.plugins.recsys.metrics import matrix_scorer, ranking_metrics, topk_hits_metrics
 from contrastlab.plugins.recsys.model import normalized_adjacency
 from contrastlab.plugins.recsys.pairs import build_batch, is_known, negative_keys
@@ -136,6 +137,15 @@ def test_metrics_match_a_hand_computed_example():
     for batch_users in (1, 2, 3):  # user batches must not change the result
         got = ranking_metrics(matrix_scorer(SCORES), _toy_split(), ks=(1, 2, 3), batch_users=batch_users, prefix="")
         assert got == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_non_finite_scores_are_refused_not_ranked(bad):
+    """topk over nan scores returns an arbitrary order, which would read as a near-random but valid result."""
+    scores = SCORES.clone()
+    scores[2, 1] = bad
+    with pytest.raises(ConfigError, match="non-finite scores"):
+        ranking_metrics(matrix_scorer(scores), _toy_split(), ks=(1, 2, 3), prefix="")
 
 
 def test_training_items_are_masked_and_users_without_test_items_skipped():

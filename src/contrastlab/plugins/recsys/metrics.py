@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
+from contrastlab.platform.errors import ConfigError
 from contrastlab.plugins.recsys.split import Split
 
 DEFAULT_KS = (5, 10, 20)
@@ -64,6 +65,7 @@ def ranking_metrics(score_users: Callable[[int, int], Tensor], split: Split, ks:
 
     ``score_users(u0, u1)`` returns the ``[u1 − u0, I]`` scores of users ``u0..u1−1`` on ``device``. Training
     items are masked with −∞ before ``topk``; test membership is a dense ``[b, I]`` mask of the batch only.
+    Non-finite scores (a diverged model) raise a one-line :class:`ConfigError` instead of random-looking metrics.
     """
     device = torch.device(device)
     kmax = min(max(ks), split.num_items)
@@ -76,6 +78,9 @@ def ranking_metrics(score_users: Callable[[int, int], Tensor], split: Split, ks:
         if a == b:
             continue  # no test items in this user range
         scores = score_users(u0, u1).float().clone()  # [b, I]
+        if not bool(torch.isfinite(scores).all()):  # topk of nan scores is an arbitrary order: near-random metrics
+            raise ConfigError("ranking got non-finite scores (the model diverged); lower train.lr or change the "
+                              "loss's hyperparameters")
         s, e = int(tr.indptr[u0]), int(tr.indptr[u1])
         scores[(tr.users[s:e] - u0).to(device), tr.items[s:e].to(device)] = -math.inf
         truth = torch.zeros(u1 - u0, split.num_items, dtype=torch.bool, device=device)
