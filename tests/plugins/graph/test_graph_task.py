@@ -57,6 +57,17 @@ def test_label_aware_losses_are_refused_before_anything_is_written(tmp_path: Pat
     assert "Traceback" not in out and len(out.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
 
 
+def test_debiased_pos_is_refused_in_infograph_mode_only(tmp_path: Path) -> None:
+    """Its self term assumes the anchors are among the candidates: nodes never are among graphs."""
+    args = ["train", "--plugin", "graph", "--loss", "debiased_pos", "--logdir", str(tmp_path / "runs")]
+    code, out = run_cli([*args, "--set", "model.mode=infograph"])
+    assert code == 2 and "cannot run in infograph mode" in out and "Traceback" not in out, out
+    assert len(out.strip().splitlines()) <= 2 and not (tmp_path / "runs").exists()
+    GraphTask().check(resolve_config(GraphTask(), preset="smoke", loss="debiased_pos"))  # graphcl mode: allowed
+    code, out = run_cli(["train", "--plugin", "graph", "--loss", "supcon", "--set", "model.mode=infograph"])
+    assert code == 2 and "e.g." in out and "debiased_pos" not in out.split("e.g.")[-1]  # not suggested there
+
+
 def test_missing_tu_dataset_is_one_line_naming_the_place_and_the_url(tmp_path: Path) -> None:
     code, out = run_cli(["train", "--plugin", "graph", "--preset", "paper", "--set", f"data.root={tmp_path}",
                          "--logdir", str(tmp_path / "runs")])

@@ -19,7 +19,7 @@ from contrastlab.data.synthetic_graphs import write_synthetic_tu
 from contrastlab.data.tu import load_tu
 from contrastlab.encoders.heads import feature_dim
 from contrastlab.evaluation.svm import cross_validated_accuracy
-from contrastlab.platform.errors import ConfigError
+from contrastlab.platform.errors import ConfigError, IncompatibleError
 from contrastlab.platform.logwindow import LogWindow
 from contrastlab.platform.run import Run
 from contrastlab.platform.task import EvalOptions, TaskPlugin
@@ -104,11 +104,17 @@ class GraphTask(TaskPlugin[GraphConfig]):
 
     def label_hint(self, config: GraphConfig, needed: frozenset[str]) -> str | None:
         """Why a label-aware loss is refused here, and what to use instead."""
+        extra = ", debiased_pos" if config.model.mode != "infograph" else ""
         return ("the graph plugin trains without labels (graph labels are read only by the SVM readout); use an "
-                "unsupervised loss, e.g. infonce, dcl, hcl, bcl, pucl, debiased_pos")
+                f"unsupervised loss, e.g. infonce, dcl, hcl, bcl, pucl{extra}")
 
     def check(self, config: GraphConfig) -> None:
-        """Refuse bad input before training: a readout list without svm, missing or unusable data."""
+        """Refuse bad input before training: debiased_pos in infograph mode, a readout list without svm, missing or
+        unusable data."""
+        if config.model.mode == "infograph" and config.loss.name == "debiased_pos":
+            raise IncompatibleError("loss 'debiased_pos' cannot run in infograph mode: its positive estimate counts "
+                                    "each anchor's similarity with itself, and the anchors (nodes) are never among the "
+                                    "candidates (graphs); use model.mode=graphcl, or dcl, hcl, bcl, pucl or infonce")
         if config.eval.readouts[0] != "svm":
             raise ConfigError(f"eval.readouts must start with svm (the primary metric eval/svm_acc), got "
                               f"{config.eval.readouts}")
