@@ -28,6 +28,13 @@ def test_registry_names_and_unknown_dataset():
         load_dataset("cifar10", split="validation")
 
 
+def test_unknown_loader_option_is_a_config_error_naming_the_options():
+    """A mistyped data.options key is a one-line error, not the loader's TypeError."""
+    with pytest.raises(cl.ConfigError, match=r"no option 'bogus'; its options: channels, image_size, num_classes"):
+        load_dataset("synthetic", bogus=1)
+    assert len(load_dataset("synthetic", size=12, num_classes=3)) == 12
+
+
 def test_fashion_mnist_fake_idx(tmp_path):
     written = write_fashion_mnist(tmp_path)
     for split in ("train", "test"):
@@ -169,3 +176,5 @@ def test_subset_is_seeded():
     assert len(s1) == 10 and torch.equal(s1.images, s2.images)
     assert ds.subset(None) is ds and ds.subset(1000) is ds
     assert not torch.equal(s1.images, ds.subset(10, seed=4).images)
+    idx = ds.subset_indices(10, seed=3)
+    assert ds.subset_indices(None) is None and torch.equal(ds.images[idx], s1.images)

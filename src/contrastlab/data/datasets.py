@@ -18,6 +18,7 @@ Missing or corrupt data raise :class:`contrastlab.DataMissingError` with one lin
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 from contrastlab.data import cifar, fashion_mnist, image_folder, stl10, synthetic  # noqa: F401  (registration)
@@ -56,5 +57,12 @@ def load_dataset(
         raise ConfigError(unknown_name_message("dataset", name, list(_LOADERS)))
     if split not in _SPLITS[name]:
         raise ConfigError(f"dataset '{name}': unknown split '{split}'; valid: {', '.join(_SPLITS[name])}")
-    return _LOADERS[name](root=Path(root).expanduser() if root else None, split=split, download=download,
-                          **kwargs)
+    loader = _LOADERS[name]
+    accepted = inspect.signature(loader).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
+        options = sorted(k for k in accepted if k not in {"root", "split", "download"})
+        unknown = sorted(set(kwargs) - set(options))
+        if unknown:
+            raise ConfigError(f"dataset '{name}' has no option {', '.join(map(repr, unknown))}; its options: "
+                              f"{', '.join(options) or 'none'}")
+    return loader(root=Path(root).expanduser() if root else None, split=split, download=download, **kwargs)
