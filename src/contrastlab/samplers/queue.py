@@ -50,31 +50,33 @@ class QueueSampler(Sampler):
         """Next slot to overwrite."""
         self.register_buffer("filled", torch.zeros((), dtype=torch.long))
         """Number of valid slots (≤ size)."""
+        self._ptr_host, self._filled_host = 0, 0  # host copies of ptr/filled: reading a CUDA buffer syncs
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
         stored = state_dict.get(prefix + "keys")
         if stored is not None and stored.shape != self.keys.shape:
             self.keys = torch.zeros_like(stored, device=self.keys.device)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self._ptr_host, self._filled_host = int(self.ptr), int(self.filled)
 
     @torch.no_grad()
     def _enqueue(self, k: Tensor, labels: Tensor | None) -> None:
         K = int(self.size)
         if self.keys.dim() != 2 or self.keys.shape[1] != k.shape[1] or self.keys.dtype != k.dtype:
             self.keys = torch.zeros(K, k.shape[1], dtype=k.dtype, device=k.device)
-            self.ptr.zero_()
-            self.filled.zero_()
+            self._ptr_host = self._filled_host = 0
         n = k.shape[0]
         if n >= K:  # keep only the newest K
             k, labels = k[-K:], None if labels is None else labels[-K:]
             n = K
-        slots = (int(self.ptr) + torch.arange(n, device=k.device)) % K
+        slots = (self._ptr_host + torch.arange(n, device=k.device)) % K
         # out of place: the previous tensors may be saved for backward / referenced by the last batch
         self.keys = self.keys.index_copy(0, slots, k)
         new_labels = labels if labels is not None else torch.full((n,), -1, dtype=torch.long, device=k.device)
         self.key_labels = self.key_labels.index_copy(0, slots, new_labels.to(self.key_labels.device))
-        self.ptr.fill_((int(self.ptr) + n) % K)
-        self.filled.fill_(min(K, int(self.filled) + n))
+        self._ptr_host, self._filled_host = (self._ptr_host + n) % K, min(K, self._filled_host + n)
+        self.ptr.fill_(self._ptr_host)  # the buffers carry them into checkpoints (no host read)
+        self.filled.fill_(self._filled_host)
 
     def forward(self, q: Tensor, k: Tensor, labels: Tensor | None = None) -> ContrastiveBatch:
         """``q``, ``k``: ``[B, d]`` queries and (detached) keys; ``labels``: ``[B]`` or ``None``."""
@@ -91,7 +93,7 @@ class QueueSampler(Sampler):
             compatible = self.keys.dim() == 2 and self.keys.shape[1] == d and self.keys.dtype == qn.dtype
             if compatible:
                 neg = qs @ self.keys.T  # [B, K]
-                filled = int(self.filled)
+                filled = self._filled_host
                 mask = None if filled >= int(self.size) else (
                     (torch.arange(int(self.size), device=q.device) < filled)[None, :].expand(B, -1))
                 neg_labels = self.key_labels[None, :].expand(B, -1)
@@ -102,7 +104,7 @@ class QueueSampler(Sampler):
             pos_logits=pos, neg_logits=neg, neg_mask=mask, temperature=t, bounded=True,
             anchor_labels=lab, pos_labels=None if lab is None else lab[:, None],
             neg_labels=None if lab is None else neg_labels,
-            meta={"sampler": self.name, "world_size": size, "rank": rank, "queue_filled": int(self.filled)},
+            meta={"sampler": self.name, "world_size": size, "rank": rank, "queue_filled": self._filled_host},
         )
         k_all = gather_with_grad(kn.detach(), "k").reshape(size * B, d) if size > 1 else kn.detach()
         lab_all = gather_labels(lab, q) if size > 1 else (None if lab is None else lab[None])

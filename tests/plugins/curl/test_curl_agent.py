@@ -14,9 +14,10 @@ TINY = ["env.render_size=32", "agent.crop=28", "agent.hidden_dim=32", "agent.bat
         "agent.buffer_size=200", "agent.init_steps=1000", "encoder.num_filters=8", "encoder.latent_dim=16"]
 
 
-def tiny_agent(loss: str = "infonce", extra: tuple[str, ...] = ()):
-    config = resolve_config(CurlTask(), preset="smoke", sets=[*TINY, *extra], loss=loss, device="cpu")
-    agent = make_agent(config, make_env(config, seed=0), "cpu")
+def tiny_agent(loss: str = "infonce", extra: tuple[str, ...] = (), device: str = "cpu", sampler: str | None = None):
+    config = resolve_config(CurlTask(), preset="smoke", sets=[*TINY, *extra], loss=loss, device=device,
+                            sampler=sampler)
+    agent = make_agent(config, make_env(config, seed=0), device)
     agent.learn(40)  # fills the buffer with random-action transitions; no update (init_steps not reached)
     assert agent._n_updates == 0
     return agent

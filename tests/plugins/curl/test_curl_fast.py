@@ -86,22 +86,27 @@ def run_updates(agent, saved, n: int = 2) -> tuple[dict, dict]:
             {k: float(v) for k, v in agent.stats.items()})
 
 
-FLAG_TOLERANCE = {"channels_last": 1e-5, "bf16": 5e-2, "compile": 1e-4}
-"""Relative tolerance of the update's statistics; bf16 rounds the conv inputs and activations to 8 mantissa bits."""
+FLAG_TOLERANCE = {"cpu": {"channels_last": 1e-5, "bf16": 5e-2, "compile": 1e-4},
+                  "cuda": {"channels_last": 1e-2, "bf16": 5e-2, "compile": 1e-2}}
+"""Relative tolerance of the update's statistics; bf16 rounds the conv inputs and activations to 8 mantissa bits;
+on a GPU cuDNN picks other conv algorithms per layout and runs float32 convs in TF32 (10 mantissa bits)."""
 
 
 @pytest.mark.parametrize("flag", ["channels_last", "bf16", pytest.param("compile", marks=pytest.mark.cuda)])
 def test_speed_flags_give_the_same_update(flag: str) -> None:
+    """On the GPU machine (``pytest -m cuda`` runs the compile case) every flag is compared there, on CUDA."""
     from contrastlab.plugins.curl.fast import speed_flags
 
-    agent = tiny_agent(extra=("agent.actor_features=recompute", "agent.channels_last=false"))
-    if flag == "compile" and not torch.cuda.is_available():
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if flag == "compile" and device == "cpu":
         pytest.skip("torch.compile is checked on a GPU (minutes of inductor compilation on this 2-core CPU)")
+    agent = tiny_agent(extra=("agent.actor_features=recompute", "agent.channels_last=false"), device=device)
+    assert agent.device.type == device
     saved = copy.deepcopy(agent.training_state())
     params, stats = run_updates(agent, saved)
     speed_flags(agent.policy, **{flag: True})
     fast_params, fast_stats = run_updates(agent, saved)
-    tol = FLAG_TOLERANCE[flag]
+    tol = FLAG_TOLERANCE[device][flag]
     for key, value in stats.items():
         assert fast_stats[key] == pytest.approx(value, rel=tol, abs=tol), key
     if flag != "bf16":  # bf16 changes Adam's first steps by up to the learning rate where a gradient is ~0
@@ -199,11 +204,13 @@ class HostReads(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.mark.parametrize("loss", ["infonce", "dcl", "hcl", "bcl", "pucl", "debiased_pos"])
-def test_an_update_reads_no_tensor_value_on_the_host(loss: str) -> None:
-    """The CPU counterpart of the GPU suite's no-host-sync test, for every loss the plugin takes: no ``item()``,
-    ``bool(tensor)``, ``nonzero`` or boolean-mask indexing inside an update (each would stall a GPU run)."""
-    agent = tiny_agent(loss)
+@pytest.mark.parametrize(("loss", "sampler"), [(loss, None) for loss in ("infonce", "dcl", "hcl", "bcl", "pucl",
+                                                                          "debiased_pos")] + [("infonce", "queue")])
+def test_an_update_reads_no_tensor_value_on_the_host(loss: str, sampler: str | None) -> None:
+    """The CPU counterpart of the GPU suite's no-host-sync test, for every loss the plugin takes (and the queue
+    sampler): no ``item()``, ``bool(tensor)``, ``nonzero`` or boolean-mask indexing inside an update (each would
+    stall a GPU run)."""
+    agent = tiny_agent(loss, sampler=sampler)
     agent.train(gradient_steps=1, batch_size=8)
     probe = HostReads()
     with probe:
