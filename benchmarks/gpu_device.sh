@@ -7,7 +7,7 @@
 # Checks that the bundle was built for this Python, unpacks .device/site.tar.xz into /tmp/site (again only when the
 # bundle changed) and the EGL loaders of .device/gl/*.deb when the machine has no libEGL; sets PYTHONPATH (bundle,
 # then src/), PYTHON=python3 (the image's torch), CURL_REFERENCE_DIR=.device/curl_reference and MUJOCO_GL=egl;
-# runs the suite with the arguments given in its own process group. GPU_DEVICE_TIMEOUT seconds (default 540)
+# runs the suite with the arguments given in its own process group. GPU_DEVICE_TIMEOUT seconds (default 510)
 # after this script started, or when this script gets SIGTERM/SIGINT/SIGHUP, it sends SIGTERM to every process of
 # the suite (a training run then stops as on Ctrl-C: marked interrupted, resumable), and SIGKILL to what is left
 # 30 s later. Then it copies what the suite wrote into $OUT, the folder the tool brings back, also after a stop:
@@ -77,7 +77,7 @@ setsid bash benchmarks/gpu_suite.sh "$@" &
 suite=$!
 stop_suite() { kill -TERM -- "-$suite" 2>/dev/null || true; }
 trap 'echo "gpu_device.sh: stopping the suite (signal)" >&2; stop_suite' TERM INT HUP
-limit=$(( ${GPU_DEVICE_TIMEOUT:-540} - SECONDS ))  # counted from this script's start
+limit=$(( ${GPU_DEVICE_TIMEOUT:-510} - SECONDS ))  # counted from this script's start
 (( limit > 0 )) || limit=1
 fired="$(mktemp -u)"
 setsid bash -c 'sleep "$1" && touch "$3" && echo "gpu_device.sh: stopping the suite after the time limit" >&2 \

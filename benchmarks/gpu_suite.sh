@@ -27,8 +27,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 STEPS="tests,losses,curl,pack,runs,report"
-PACK_FRAMES=20000
-PACK_KS="1 2 4 8"
+PACK_FRAMES=""
+PACK_KS=""
 OUT="gpu-suite"
 FRAMES=100000
 SEEDS="1 2"
@@ -102,7 +102,9 @@ if has curl; then
   log "curl: updates/s at batch 512, ours vs the reference CURL"
   if [ "$DRY" = 1 ]; then cargs=(--device cpu --batch 16 --updates 1 --rounds 1 --fill 40); \
   else cargs=(--device cuda --batch 512 --updates 50 --rounds 3 --fill 1000); fi
-  "$PYTHON" benchmarks/curl_reference.py "${cargs[@]}" --json "$OUT/curl_reference.json" 2>&1 | tee "$OUT/curl.log"
+  # the baseline is the plain path (float32, NCHW): channels_last is on by default, so it is switched off here
+  "$PYTHON" benchmarks/curl_reference.py "${cargs[@]}" --set agent.channels_last=false \
+    --json "$OUT/curl_reference.json" 2>&1 | tee "$OUT/curl.log"
   # issue 10: the GPU speed flags, each against the same reference (the cuda tests check their numbers)
   if [ "$DRY" = 1 ]; then flagsets=("channels_last"); else flagsets=("channels_last" "channels_last bf16" "channels_last bf16 compile"); fi
   for flags in "${flagsets[@]}"; do
@@ -118,16 +120,20 @@ if has pack; then
   # issue 10: K concurrent curl runs on the one GPU (what `platform compare --runs-per-gpu K` does); the
   # aggregate environment frames/s per K is in pack.log; the best K goes into docs/curl.md ("Speed")
   if [ "$DRY" = 1 ]; then
-    pframes=40; pks="1 2"
+    pframes=${PACK_FRAMES:-40}; pks=${PACK_KS:-"1 2"}
     pargs=(--preset smoke --device cpu --set agent.init_steps=2 --set agent.batch_size=8 --set env.render_size=48
            --set agent.crop=40 --set agent.hidden_dim=32 --set checkpoint_every=$pframes)
   else
-    pframes=$PACK_FRAMES; pks=$PACK_KS; pargs=(--preset paper --device cuda)
+    pframes=${PACK_FRAMES:-20000}; pks=${PACK_KS:-"1 2 4 8"}; pargs=(--preset paper --device cuda)
   fi
   for k in $pks; do
+    # fresh runs each time (a repeated call must not meet the completed runs of the last one); each run gets its
+    # share of the CPU threads, as `platform compare --runs-per-gpu K` gives its children
+    rm -rf "$OUT/pack/k$k" "$OUT"/pack-k"$k"-*.log
+    threads=$(( $(nproc) / k )); [ "$threads" -ge 1 ] || threads=1
     start=$(date +%s); ppids=()
     for i in $(seq 1 "$k"); do
-      "$PYTHON" -m contrastlab.cli train --plugin curl --loss infonce --seed "$i" "${pargs[@]}" \
+      OMP_NUM_THREADS=$threads "$PYTHON" -m contrastlab.cli train --plugin curl --loss infonce --seed "$i" "${pargs[@]}" \
         --set "train.env_frames=$pframes" --set "train.eval_every_frames=$pframes" --set train.eval_episodes=1 \
         --set train.save_buffer=false --logdir "$OUT/pack/k$k" --run-name "run$i" > "$OUT/pack-k$k-$i.log" 2>&1 &
       ppids+=($!)

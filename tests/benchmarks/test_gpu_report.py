@@ -20,9 +20,10 @@ def test_pack_log_gives_each_runs_share_of_the_single_run_speed(tmp_path: Path, 
         "K=1 runs: 60 s wall, 300 env frames/s in total, 0 failed\n"
         "K=4 runs: 100 s wall, 900 env frames/s in total, 1 failed\n"
         "K=4 runs: 95 s wall, 840 env frames/s in total, 0 failed\n"  # measured again: the last line counts
-        "K=8 runs: 200 s wall, 1000 env frames/s in total, 0 failed\n")
+        "K=8 runs: 200 s wall, 1000 env frames/s in total, 0 failed\n"
+        "K=1 runs: 3 s wall, 13 env frames/s in total, 1 failed\n")  # a failed repeat: the clean line stays
     pack = report.pack_summary(tmp_path)
-    assert [r["k"] for r in pack] == [1, 4, 8]
+    assert [r["k"] for r in pack] == [1, 4, 8] and pack[0]["total_fps"] == 300
     assert pack[1] == {"k": 4, "wall_s": 95, "total_fps": 840, "failed": 0, "per_run_fps": 210.0,
                        "per_run_vs_single": 0.7}
     assert pack[2]["per_run_vs_single"] == 125 / 300

@@ -50,3 +50,17 @@ def test_bad_options_are_refused_in_one_line(tmp_path: Path) -> None:
     for args, needle in ((["--steps", "tests,bogus"], "unknown step 'bogus'"), (["--frobnicate"], "unknown option")):
         proc = _suite(*args, out=tmp_path / "x")
         assert proc.returncode == 2 and needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_pack_step_run_again_in_the_same_folder_measures_again(tmp_path: Path) -> None:
+    """A repeated call (e.g. after a stop on a warm machine) starts fresh runs: it must not meet the last call's
+    completed runs and fail, nor let a failed line replace a good one in the report."""
+    out = tmp_path / "suite"
+    for _ in range(2):
+        proc = _suite("--steps", "pack,report", "--pack-ks", "1", "--pack-frames", "24", out=out)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = (out / "pack.log").read_text().splitlines()
+    assert len(lines) == 2 and all(line.startswith("K=1 runs:") and line.endswith(" 0 failed") for line in lines)
+    (pack,) = json.loads((out / "gpu_suite.json").read_text())["pack"]
+    assert pack["k"] == 1 and pack["failed"] == 0

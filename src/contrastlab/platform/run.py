@@ -93,6 +93,8 @@ class Run:
         """The paths inside the run directory (:class:`~contrastlab.platform.rundir.RunDir`)."""
         self.resumed = resumed
         self.device = resolve_device(config.device)
+        if self.device.type == "cuda" and self.device.index is not None:
+            torch.cuda.set_device(self.device)  # so that code using "the current device" follows --device cuda:K
         self.labels_used = False
         """Set to True by the plugin when observed labels reached the loss (label-aware losses only)."""
         self.keep_checkpoints = int(getattr(config, "keep_checkpoints", 2))
