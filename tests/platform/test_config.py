@@ -50,6 +50,18 @@ def test_switching_loss_drops_foreign_hparams(toy_pm: PluginManager, tmp_path: P
     assert cfg.loss.name == "pucl" and cfg.loss.hparams()["c"] == 0.2
 
 
+@pytest.mark.parametrize(("flag", "value", "item"), [
+    ("loss", "infonce", "loss.name=dcl"), ("loss", "infonce", "loss={name: dcl}"), ("seed", 3, "seed=5"),
+    ("device", "cpu", "device=cuda"), ("sampler", "two_view", "sampler.name=multi_view"),
+])
+def test_a_set_of_a_key_with_its_own_flag_given_too_is_refused(toy_pm: PluginManager, flag, value, item) -> None:
+    """`--loss infonce --set loss.name=dcl` silently trained dcl; now neither wins silently."""
+    with pytest.raises(ConfigError, match=rf"conflicts with --{flag} {value}; give one of them"):
+        resolve_config(toy(), sets=[item], **{flag: value})
+    cfg = resolve_config(toy(), loss="dcl", seed=3, sets=["loss.tau_plus=0.2"])  # the flag's own settings are fine
+    assert cfg.loss.hparams()["tau_plus"] == 0.2
+
+
 def test_prepare_config_sees_explicit_keys(toy_pm: PluginManager) -> None:
     seen = {}
     task = toy()

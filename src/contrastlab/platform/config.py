@@ -201,8 +201,11 @@ def resolve_config(
         data["seed"] = seed
     if device is not None:
         data["device"] = device
+    flags = {"loss": loss, "sampler": sampler, "encoder": encoder, "seed": seed, "device": device}
     for item in sets:
         path, value = parse_set(item)
+        if flags.get(path[0]) is not None and (path[0] in ("seed", "device") or path[1:] in ([], ["name"])):
+            raise ConfigError(f"--set {'.'.join(path)} conflicts with --{path[0]} {flags[path[0]]}; give one of them")
         if path[0] in COMPONENT_SECTIONS and path[1:] == ["name"]:
             _reset_component(data, path[0], str(value))
         set_path(data, path, value)
