@@ -208,3 +208,23 @@ def test_run_state_and_train_command(tmp_path):
     assert runner.run_state(run_dir) == "resume"  # no summary.json yet: not finished
     (run_dir / "summary.json").write_text("{}")
     assert runner.run_state(run_dir) == "completed"
+
+
+def test_a_configuration_that_trains_no_loss_runs_once_per_seed_not_once_per_loss():
+    """pu's end-to-end baseline under --loss infonce,dcl,hcl is one run per seed (it was pooled 3 times, n inflated)."""
+    from types import SimpleNamespace
+
+    points = cmp.expand_grid("pu", ["infonce", "dcl", "hcl"], [1, 2], preset="smoke", hparams_of=HPARAMS.get,
+                             axes=[cmp.parse_grid("method=probe,e2e"), cmp.parse_grid("loss.tau_plus=0.1,0.2")])
+    configs = {p.config_hash: SimpleNamespace(method=dict(p.grid)["method"]) for p in points}
+
+    class Plugin:
+        def uses_loss(self, config) -> bool:
+            return config.method != "e2e"
+
+    kept = cmp.drop_loss_free_repeats(points, configs, Plugin())
+    e2e = [p for p in kept if dict(p.grid)["method"] == "e2e"]
+    assert [(p.loss, p.seed) for p in e2e] == [("infonce", 1), ("infonce", 2)]  # the first of each seed only
+    assert [p for p in kept if dict(p.grid)["method"] == "probe"] == [
+        p for p in points if dict(p.grid)["method"] == "probe"]  # runs that train their loss are all kept
+    assert cmp.drop_loss_free_repeats(points, configs, SimpleNamespace(uses_loss=lambda c: True)) == points

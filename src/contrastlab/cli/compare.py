@@ -6,6 +6,7 @@ The lead's ``cli.py`` calls :func:`add_compare_commands`. Grid logic lives in :m
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Sequence
@@ -213,6 +214,12 @@ def add_compare_commands(app: typer.Typer) -> None:
         else:
             plan = make_plan(plugin, loss, recipe, seeds, seed_list, preset, sets, grid or [])
         configs = cmp.validate_points(plan.points)
+        points = cmp.drop_loss_free_repeats(plan.points, configs, plan.plugin)
+        if len(points) < len(plan.points):
+            err_console.print(f"note: {cmp.count(len(plan.points) - len(points), 'run')} left out: configurations "
+                              f"that train no loss run once per seed, not once per loss", highlight=False,
+                              soft_wrap=True)
+            plan = dataclasses.replace(plan, points=points)
         out_dir = out or plan.default_out
         states = [runner.run_state(p.run_dir(out_dir)) for p in plan.points]
         counts = {s: states.count(s) for s in ("completed", "resume", "fresh")}

@@ -284,6 +284,22 @@ def validate_points(points: Sequence[GridPoint]) -> dict[str, Any]:
     return configs
 
 
+def drop_loss_free_repeats(points: Sequence[GridPoint], configs: dict[str, Any], plugin: Any) -> list[GridPoint]:
+    """``points`` without the repeats of a configuration that trains no loss (``plugin.uses_loss`` false, e.g.
+    pu's end-to-end baseline): the same preset, non-loss overrides and seed under another ``--loss`` is the same
+    run, so only the first is kept (``configs``: :func:`validate_points`'s result)."""
+    seen: set[tuple[Any, ...]] = set()
+    kept = []
+    for p in points:
+        if not plugin.uses_loss(configs[p.config_hash]):
+            key = (p.plugin, p.preset, tuple(sorted(o for o in p.overrides if not o.startswith("loss."))), p.seed)
+            if key in seen:
+                continue
+            seen.add(key)
+        kept.append(p)
+    return kept
+
+
 # ---------------------------------------------------------------------------------------------- ETA
 def fmt_duration(seconds: float) -> str:
     """``45 s``, ``1 min 28 s`` (under 10 min), ``12 min``, ``3.4 h``, ``2.5 days``."""

@@ -145,6 +145,12 @@ class TaskPlugin(Generic[C]):
         refuses a tag outside this list; the default, empty, means "unknown" and accepts any tag."""
         return ()
 
+    def uses_loss(self, config: C) -> bool:
+        """Whether training under ``config`` uses its loss (``False`` e.g. for pu's end-to-end baseline). A config
+        without one is the same run whatever ``--loss`` says: ``platform compare`` runs it once per seed, not
+        once per loss, and ``platform report`` lists it under loss ``none`` (``summary.json``: ``loss_used``)."""
+        return True
+
     def estimate_seconds(self, config: C, device: str) -> float | None:
         """Rough wall time of ``train`` on ``device`` (for the CPU warning), or ``None`` if unknown."""
         return None

@@ -69,6 +69,11 @@ def test_run_time_estimates_follow_the_work() -> None:
     assert plugin.estimate_seconds(unknown, "cpu") is None
 
 
+def test_only_the_end_to_end_baseline_trains_without_its_loss() -> None:
+    plugin = _plugin()
+    assert plugin.uses_loss(_config()) and not plugin.uses_loss(_config(extra=["method=end_to_end"]))
+
+
 def test_config_fills_prior_from_the_split() -> None:
     config = _config("punce")
     # 2 of 4 balanced classes positive: n = 192, n₊ = 96, n_L = 24 → π = 72/168

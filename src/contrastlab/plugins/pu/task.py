@@ -218,23 +218,24 @@ class PUTask(cl.TaskPlugin[PUConfig]):
         return ("pretrain/loss", "pretrain/labeled_per_batch", "train/clamped_frac", "classifier/risk",
                 "classifier/positive_risk", "classifier/negative_risk", "classifier/ascent_fraction", *tests)
 
+    def uses_loss(self, config: PUConfig) -> bool:
+        """The end-to-end baseline trains no contrastive loss."""
+        return config.method != "end_to_end"
+
     def estimate_seconds(self, config: PUConfig, device: str) -> float | None:
         """Rough wall time from measured per-image encoder costs (:func:`~.config.estimated_seconds`)."""
         return estimated_seconds(config, device)
 
     def check(self, config: PUConfig) -> None:
         """Refuse bad input before training: label-aware loss without a split, bad prior, bad split, no data."""
-        self._check_settings(config)
-        load_split(config)
-
-    def _check_settings(self, config: PUConfig) -> None:
         _check_prior_settings(config)
+        load_split(config)
 
     # ------------------------------------------------------------------ training
     def train(self, config: PUConfig, run: Run) -> dict[str, float]:
         """Phase 1: contrastive pre-training (unless ``method=end_to_end``); phase 2: the PU classifier; then the
         clean test metrics. A killed run resumes inside the phase it was in."""
-        self._check_settings(config)
+        _check_prior_settings(config)
         ctx = self._setup(config, run)
         if not ctx.e2e and ctx.step < ctx.s_pre:
             self._pretrain_phase(config, run, ctx)
@@ -394,5 +395,5 @@ class PUTask(cl.TaskPlugin[PUConfig]):
             pu_loss_hparams_from_prior=filled,
             pu_observed_labels_to_loss=label_aware,
             pu_contrastive_pretraining=config.method == "pretrain_probe",
-            loss_used=config.method == "pretrain_probe",  # platform report lists the baseline under loss "none"
+            loss_used=config.method != "end_to_end",  # as uses_loss: report lists the baseline under loss "none"
         )
