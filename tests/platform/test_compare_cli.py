@@ -158,3 +158,26 @@ def test_report_without_runs_and_busy_out(toy_pm, tmp_path):
     result = CliRunner().invoke(app, [*BASE, "--out", str(out)])
     assert result.exit_code == 2 and "another platform compare" in result.output
     assert not (out / "runs").exists()
+
+
+def test_report_needs_out_unless_its_one_dir_is_a_compare_output(toy_pm, tmp_path):
+    """Written into a folder of plain runs, the report's tensorboard/ links sat among the runs (platform tensorboard
+    showed each run twice); several DIRs overwrote the first one's results."""
+    for where in ("a", "b"):
+        toy.write_synthetic_run(tmp_path / where, final={"score": 0.5})
+    for args in ([str(tmp_path / "a"), str(tmp_path / "b")], [str(tmp_path / "a" / "runs")]):
+        result = CliRunner().invoke(app, ["report", *args])
+        assert result.exit_code == 2 and "give --out" in result.output, result.output
+    assert not list(tmp_path.glob("**/results.md")) and not list(tmp_path.glob("**/tensorboard"))
+    (tmp_path / "a" / "compare.json").write_text("{}")
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "a")])
+    assert result.exit_code == 0 and (tmp_path / "a" / "results.md").is_file(), result.output
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0 and "counted once" in result.output and (tmp_path / "r" / "results.md").is_file()
+
+
+def test_a_bad_rows_key_is_refused_before_any_run(toy_pm, tmp_path):
+    """It used to train the whole grid, fail at the report, and leave the bad key in compare.json."""
+    result = CliRunner().invoke(app, [*BASE, "--rows", "nope.key", "--out", str(tmp_path / "c")])
+    assert result.exit_code == 2 and "--rows nope.key is not a config key" in result.output, result.output
+    assert not (tmp_path / "c").exists()

@@ -215,7 +215,7 @@ def test_unknown_rows_key_and_curve_tag_are_errors(tmp_path):
     from contrastlab.platform.errors import ConfigError
 
     write_synthetic_run(tmp_path, loss="infonce", overrides=["--set env.task=walk"], final={"score": 1.0})
-    with pytest.raises(ConfigError, match=r"--rows foo\.bar is not an override"):
+    with pytest.raises(ConfigError, match=r"--rows foo\.bar is not a config key of any run"):
         rp.build_report([tmp_path], tmp_path / "out", rows=["foo.bar"])
     with pytest.raises(ConfigError, match="--curve nosuch/tag was not logged"):
         rp.build_report([tmp_path], tmp_path / "out", curve="nosuch/tag")
@@ -238,3 +238,34 @@ def test_runs_that_no_loss_trained_are_listed_under_none(tmp_path):
     baseline = [g for g in groups if g.column.startswith("none")]
     assert len(baseline) == 1 and len(baseline[0].runs) == 2
     assert {g.column for g in groups} == {"infonce", "none"}
+
+
+def test_a_run_found_twice_counts_once_and_an_unreadable_record_is_skipped(tmp_path):
+    """The same (configuration, seed) in two compare folders was pooled twice (n inflated); a garbage run.json
+    made a row of '?'. Both are left out, with a note."""
+    for where, score in (("a", 0.5), ("b", 0.5)):
+        write_synthetic_run(tmp_path / where, loss="infonce", seed=1, final={"score": score})
+    write_synthetic_run(tmp_path / "b", loss="infonce", seed=2, final={"score": 0.7})
+    write_synthetic_run(tmp_path / "c", loss="infonce", seed=2, status="failed", error="boom", name="again-s2")
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "run.json").write_text("not json")
+    notes: list[str] = []
+    records = rp.collect_runs([tmp_path / "a", tmp_path / "b", tmp_path / "c", tmp_path / "junk"], notes.append)
+    assert sorted((r.seed, r.status) for r in records) == [(1, "completed"), (2, "completed")]
+    assert len(notes) == 2 and "skipped 1 folder" in notes[0] and "junk" in notes[0]
+    assert notes[1].startswith("2 run(s) repeat") and "again-s2" in notes[1]
+    (group,) = rs.group_runs(records)
+    assert group.stats()[2] == 2
+
+
+def test_rows_may_name_a_config_key_no_run_overrode(tmp_path):
+    """docs: --rows takes config keys; env.domain was refused unless every run had --set it."""
+    import yaml
+
+    for seed, domain in ((1, "cartpole"), (2, "walker")):
+        run = write_synthetic_run(tmp_path, loss="infonce", seed=seed, name=f"{domain}-s{seed}", final={"score": 1.0})
+        config = yaml.safe_load((run / "config.yaml").read_text())
+        (run / "config.yaml").write_text(yaml.safe_dump({**config, "env": {"domain": domain}}))
+    rp.build_report([tmp_path], tmp_path / "out", rows=["env.domain"])
+    table = (tmp_path / "out" / "results.md").read_text()
+    assert "env.domain=cartpole" in table and "env.domain=walker" in table

@@ -11,7 +11,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -61,7 +61,8 @@ HELP = {
     "tuned": "A `platform tune` output directory (repeatable): compare each study's best configuration on fresh "
     "seeds, e.g. --tuned tune/infonce --tuned tune/dcl --seeds 5 (see docs/tune.md).",
     "dirs": "Run directories, or folders containing them, e.g. compare/simclr-1a2b3c4d runs/simclr.",
-    "report_out": "Where to write the outputs, e.g. --out report/ (default: the first DIR).",
+    "report_out": "Where to write the outputs, e.g. --out report/ (default: DIR, when it is one compare or tune "
+    "output folder; required otherwise).",
     "curve": "Metric tag to plot as the learning curve, e.g. --curve eval/knn_top1 "
     "(default: the plugin's primary metric).",
 }
@@ -91,6 +92,30 @@ def recorded_rows(dirs: Sequence[Path]) -> list[str] | None:
         if spec.get("rows"):
             found.add(tuple(spec["rows"]))
     return list(found.pop()) if len(found) == 1 else None
+
+
+def check_row_keys(rows: Sequence[str], configs: dict[str, Any]) -> None:
+    """Refuse ``--rows`` keys that are no config key of the grid's runs, before anything runs or is written."""
+    from contrastlab.platform.config import flatten_keys
+
+    known = set().union(*(flatten_keys(c.model_dump()) for c in configs.values()))
+    for key in rows:
+        if key not in known:
+            raise ConfigError(f"--rows {key} is not a config key of these runs (e.g. env.domain, loss.tau_plus)")
+
+
+def report_home(dirs: Sequence[Path]) -> Path:
+    """Where ``platform report`` writes without ``--out``: the one DIR given when it is a compare or tune output
+    (or an earlier report's); otherwise ``--out`` is required, since writing among plain runs would put the
+    report's ``tensorboard/`` links beside them (``platform tensorboard`` would then show every run twice)."""
+    from contrastlab.platform.rundir import find_run_dirs
+
+    home = Path(dirs[0])
+    if len(dirs) == 1 and (any((home / name).is_file() for name in ("compare.json", "best.json", "results.md"))
+                           or not find_run_dirs(dirs)):  # no runs: the report's own one-line error says so
+        return home
+    what = "several DIRs" if len(dirs) > 1 else f"{dirs[0]}, which is not a compare or tune output folder,"
+    raise ConfigError(f"give --out (e.g. --out report/): with {what} the report would be written among the runs")
 
 
 def print_results(out: Path) -> None:
@@ -220,6 +245,7 @@ def add_compare_commands(app: typer.Typer) -> None:
                               f"that train no loss run once per seed, not once per loss", highlight=False,
                               soft_wrap=True)
             plan = dataclasses.replace(plan, points=points)
+        check_row_keys(rows.split(",") if rows else [], configs)
         out_dir = out or plan.default_out
         states = [runner.run_state(p.run_dir(out_dir)) for p in plan.points]
         counts = {s: states.count(s) for s in ("completed", "resume", "fresh")}
@@ -291,7 +317,8 @@ def add_compare_commands(app: typer.Typer) -> None:
         """
         from contrastlab.experiments.report import build_report
 
-        out_dir = out or dirs[0]
-        check_writable_dir(out_dir, "--out" if out is not None else "output directory (the first DIR; see --out)")
-        build_report(dirs, out_dir, rows=rows.split(",") if rows else recorded_rows(dirs), curve=curve)
+        out_dir = out or report_home(dirs)
+        check_writable_dir(out_dir, "--out" if out is not None else "output directory (DIR; see --out)")
+        build_report(dirs, out_dir, rows=rows.split(",") if rows else recorded_rows(dirs), curve=curve,
+                     note=lambda text: err_console.print(f"note: {text}", highlight=False, soft_wrap=True))
         print_results(out_dir)

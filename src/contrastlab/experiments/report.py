@@ -23,8 +23,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from contrastlab.experiments.plots import curve_tags, plot_aggregate, plot_curves, plot_final
 from contrastlab.experiments.results import Group, RunRecord, find_run_dirs, group_runs, load_curves, load_run
@@ -63,31 +66,83 @@ def link_tensorboard(groups: Sequence[Group], logdir: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------- entry point
+def add_row_keys(records: Sequence[RunRecord], keys: Sequence[str]) -> None:
+    """Give each run the ``keys`` (e.g. ``env.domain``) it did not override, read from its ``config.yaml``, so
+    ``--rows`` can name any config key."""
+    for rec in records:
+        missing = [k for k in keys if k not in rec.overrides]
+        if not missing:
+            continue
+        try:
+            config = yaml.safe_load(RunDir(rec.run_dir).config_yaml.read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        for key in missing:
+            value: Any = config
+            for part in key.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            if value is not None and not isinstance(value, (dict, list)):
+                rec.overrides[key] = str(value)
+
+
+
 def _check_keys_exist(
     records: Sequence[RunRecord], dirs: Sequence[Path], rows: Sequence[str] | None, curve: str | None
 ) -> None:
-    """``--rows`` keys must be overrides of some run and ``--curve`` a tag some run logged (one-line errors)."""
+    """``--rows`` keys must be config keys of some run and ``--curve`` a tag some run logged (one-line errors)."""
     if rows:
         keys = {k for rec in records for k in rec.overrides}
         unknown = [k for k in rows if k not in keys]
         if unknown:
-            raise ConfigError(
-                f"--rows {unknown[0]} is not an override of any run; available: {', '.join(sorted(keys)) or '(none)'}"
-            )
+            raise ConfigError(f"--rows {unknown[0]} is not a config key of any run; overridden keys: "
+                              f"{', '.join(sorted(keys)) or '(none)'}")
     if curve:
         tags = {t for d in dirs for t in load_curves(d)}
         if curve not in tags:
             raise ConfigError(f"--curve {curve} was not logged by any run; logged tags: {', '.join(sorted(tags))}")
 
 
-def build_report(
-    paths: Iterable[Path | str], out: Path | str, *, rows: Sequence[str] | None = None, curve: str | None = None
-) -> dict[str, Path]:
-    """Collect the runs under ``paths`` and write every output to ``out``; returns ``{name: path}``."""
-    dirs = find_run_dirs(paths)
-    if not dirs:
+def collect_runs(paths: Iterable[Path | str], note: Callable[[str], None] = lambda _: None) -> list[RunRecord]:
+    """The runs under ``paths``, each (configuration, seed) once: a directory whose ``run.json`` is not a run
+    record is skipped, and a repeat of a (configuration, seed) already found (e.g. the same run in two compare
+    outputs) is not counted again (a completed one is preferred); ``note`` is told about both."""
+    paths = list(paths)
+    records, unreadable, repeats = [], [], []
+    for d in find_run_dirs(paths):
+        info = RunDir(d).info()
+        if not info.get("plugin"):
+            unreadable.append(str(d))
+            continue
+        records.append(load_run(d))
+    if unreadable:
+        note(f"skipped {len(unreadable)} folder(s) whose run.json is not a run record: {', '.join(unreadable[:3])}")
+    if not records:
         raise RunDirError(f"no run directories (with run.json) under {', '.join(map(str, paths))}")
-    records = [load_run(d) for d in dirs]
+    by_key: dict[tuple[Any, ...], RunRecord] = {}
+    for rec in records:
+        key = (*rec.ident, rec.seed)
+        kept = by_key.get(key)
+        if kept is None:
+            by_key[key] = rec
+            continue
+        if kept.status != "completed" and rec.status == "completed":
+            by_key[key], rec = rec, kept
+        repeats.append(str(rec.run_dir))  # the one left out
+    if repeats:
+        note(f"{len(repeats)} run(s) repeat the configuration and seed of another run and were counted once: "
+             f"{', '.join(repeats[:3])}{' …' if len(repeats) > 3 else ''}")
+    return list(by_key.values())
+
+
+def build_report(
+    paths: Iterable[Path | str], out: Path | str, *, rows: Sequence[str] | None = None, curve: str | None = None,
+    note: Callable[[str], None] = lambda _: None,
+) -> dict[str, Path]:
+    """Collect the runs under ``paths`` (:func:`collect_runs`) and write every output to ``out``; returns
+    ``{name: path}``. ``rows`` keys that are not overrides are read from each run's ``config.yaml``."""
+    records = collect_runs(paths, note)
+    dirs = [r.run_dir for r in records]
+    add_row_keys(records, rows or ())
     _check_keys_exist(records, dirs, rows, curve)
     groups = group_runs(records, rows=rows)
     tags = curve_tags(groups, tag=curve)
