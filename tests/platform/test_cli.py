@@ -247,3 +247,14 @@ def test_list_table_prints_descriptions_verbatim() -> None:
     with fresh_plugin_manager(Package(), package="brackets"):
         result = CliRunner().invoke(app, ["list", "losses"], env={"COLUMNS": "300"})
     assert result.exit_code == 0 and "z1[i]" in result.output and "[j" in result.output, result.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["eval"], "error: Missing argument 'run_dir'; see `platform eval --help`"),
+    (["nope-command"], "error: No such command 'nope-command'; see `platform --help`"),
+    (["compare", "--losses", "x"], "error: No such option: --losses (Possible options: --loss, --seeds, --set)"),
+    (["eval", "somewhere", "--episodes", "0"], "error: Invalid value for '--episodes'"),
+])
+def test_usage_errors_are_one_line_like_every_other_error(args: list[str], message: str) -> None:
+    code, out = run_cli(args)
+    assert code == 2 and out.strip().startswith(message) and len(out.strip().splitlines()) == 1, out

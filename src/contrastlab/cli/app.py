@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import typer.rich_utils
 from rich.markup import escape
 from rich.table import Table
 
 from contrastlab.cli import train as commands_train
-from contrastlab.cli.common import console, user_errors
+from contrastlab.cli.common import console, print_usage_error, user_errors
 from contrastlab.cli.compare import add_compare_commands
 from contrastlab.cli.tune import add_tune_commands
 from contrastlab.platform.config import config_to_yaml, resolve_config
@@ -48,6 +49,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+typer.rich_utils.rich_format_error = print_usage_error  # Typer's usage-error printer: ours, one line
 
 KINDS = {"losses": "loss", "samplers": "sampler", "encoders": "encoder", "plugins": "plugin"}
 

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from contrastlab.platform.errors import ContrastlabError
 
@@ -24,6 +25,17 @@ def fail(message: str, code: int = 2) -> None:
     """Print ``error: message`` on stderr and exit with ``code`` (no traceback)."""
     err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def print_usage_error(exc: Any) -> None:
+    """A click usage error (missing argument, unknown option, value out of range) as the platform's other errors
+    are: ``error: <message>; see `<command> --help``` on one line (Typer's default is a usage line and a box)."""
+    if type(exc).__name__ == "NoArgsIsHelpError":  # the help text was printed instead
+        return
+    ctx = getattr(exc, "ctx", None)
+    hint = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
+    message = " ".join(str(exc.format_message()).split()).rstrip(".")
+    err_console.print(f"[bold red]error:[/] {escape(message)}{escape(hint)}", highlight=False, soft_wrap=True)
 
 
 def os_error_message(exc: OSError) -> str:
