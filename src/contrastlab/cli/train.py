@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import threading
@@ -257,6 +258,14 @@ def add_train_commands(app: typer.Typer) -> None:
         platform eval runs/simclr/dcl/20261121-130000-s1
         """
         run = Run.open(run_dir, device=device, resume=False)
+        options = EvalOptions(episodes=episodes, video=video)
+        run.plugin.check_eval(options)
+        given = {"episodes": episodes, "video": video}
+        for name in sorted(k for k, v in given.items() if v is not None and k not in run.plugin.eval_options):
+            err_console.print(f"note: plugin '{run.plugin.name}' has no evaluation {name}; --{name} is ignored",
+                              highlight=False, soft_wrap=True)
+            options = dataclasses.replace(options, **{name: None})
+        video = options.video
         if run.latest_checkpoint_step() is None:
             raise RunDirError(f"run {run_dir} has no checkpoint to evaluate")
         check_writable_dir(run_dir, "RUN_DIR", hint="; platform eval writes eval.json there")
@@ -267,7 +276,7 @@ def add_train_commands(app: typer.Typer) -> None:
         step = run.latest_checkpoint_step()
         recording = f", recording a video to {video}" if video is not None else ""
         say(f"evaluating {run.dir} (checkpoint at step {step}{recording})", stderr=True)
-        metrics = run.plugin.evaluate(run, EvalOptions(episodes=episodes, video=video))
+        metrics = run.plugin.evaluate(run, options)
         run.rundir.eval_json.write_text(json.dumps({k: float(v) for k, v in metrics.items()}, indent=2))
         table = Table(title=f"eval {run.dir}")
         table.add_column("metric")
@@ -275,9 +284,6 @@ def add_train_commands(app: typer.Typer) -> None:
         for key, value in metrics.items():
             table.add_row(key, f"{float(value):.4g}")
         console.print(table)
-        if video is not None:
-            if video.is_file():
-                say(f"video: {video}")
-            else:
-                err_console.print(f"note: plugin '{run.plugin.name}' does not record videos; --video was ignored")
+        if video is not None and video.is_file():
+            say(f"video: {video}")
         run.close()

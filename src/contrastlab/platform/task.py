@@ -113,6 +113,13 @@ class TaskPlugin(Generic[C]):
     keep per-step statistics in a :class:`~contrastlab.platform.logwindow.LogWindow` saved with the checkpoint; run
     an evaluation due at that step before it). ``contrastlab.testing.check_stop_and_resume`` tests it."""
 
+    eval_options: ClassVar[frozenset[str]] = frozenset()
+    """The :class:`EvalOptions` fields :meth:`evaluate` uses (``episodes``, ``video``); ``platform eval`` says when
+    one given is ignored."""
+
+    def check_eval(self, options: EvalOptions) -> None:
+        """Refuse bad ``platform eval`` options (one-line errors) before the run is loaded; default: none."""
+
     def label_kinds(self, config: C) -> frozenset[str]:
         """Kinds of observed labels this plugin's batches can carry under ``config`` (``{"class"}``, ``{"pu"}``).
 

@@ -263,3 +263,12 @@ def test_sigterm_during_the_final_evaluation_lets_the_run_finish(tmp_path: Path,
     assert "the stop came during the last step or the final evaluation, so the run finished instead" in out
     summary = json.loads((run_dir / "summary.json").read_text())["metrics"]
     assert summary["train/env_frames"] == 240 and 0.0 <= summary["train/clamped_frac"] <= 1.0
+
+
+def test_eval_refuses_a_video_type_before_loading_the_run(tmp_path) -> None:
+    from contrastlab.platform.task import EvalOptions
+
+    with pytest.raises(cl.ConfigError, match=r"unsupported file type '\.txt'; use \.gif or \.mp4"):
+        CurlTask().check_eval(EvalOptions(video=tmp_path / "ep.txt"))
+    CurlTask().check_eval(EvalOptions(video=tmp_path / "ep.MP4"))
+    assert CurlTask.eval_options == {"episodes", "video"}

@@ -185,6 +185,7 @@ class CurlTask(TaskPlugin[CurlConfig]):
     primary_metric = "eval/episode_return"
     higher_is_better = True
     checkpoint_on_stop = True  # checkpoint_due is asked between environment steps, after their update
+    eval_options = frozenset({"episodes", "video"})
 
     def label_kinds(self, config: CurlConfig) -> frozenset[str]:
         """RL observations carry no labels."""
@@ -258,13 +259,19 @@ class CurlTask(TaskPlugin[CurlConfig]):
             "perf/frames_per_second": (loop.frames - started * repeat) / max(wall, 1e-9),
         }
 
-    def evaluate(self, run: Run, options: EvalOptions) -> dict[str, float]:
-        """Re-evaluate the latest checkpoint; optionally save a GIF/MP4 of one episode."""
-        from contrastlab.plugins.curl.evaluate import check_video_path, run_episodes, save_video
+    def check_eval(self, options: EvalOptions) -> None:
+        """``--video`` must be a .gif or .mp4 file name."""
+        from contrastlab.plugins.curl.evaluate import check_video_path
 
-        config = run.config
         if options.video is not None:
             check_video_path(options.video)
+
+    def evaluate(self, run: Run, options: EvalOptions) -> dict[str, float]:
+        """Re-evaluate the latest checkpoint; optionally save a GIF/MP4 of one episode."""
+        from contrastlab.plugins.curl.evaluate import run_episodes, save_video
+
+        config = run.config
+        self.check_eval(options)
         env = make_env(config, seed=config.seed + 1)
         agent = make_agent(config, env, run.device)
         state = run.load_checkpoint(restore_rng=False)
