@@ -53,6 +53,8 @@ def test_read_info_and_checkpoint_listing(tmp_path: Path) -> None:
     layout.config_yaml.write_text("seed: 1\n")
     layout.run_json.write_text(json.dumps({"plugin": "toy"}))
     assert RunDir.is_run(layout.path) and layout.read_info() == {"plugin": "toy"}
+    with pytest.raises(RunDirError, match=rf"run.json is a file; give its run directory, {layout.path}$"):
+        RunDir(layout.run_json).read_info()  # `--resume RUN/run.json` said "run directory not found"
     layout.checkpoints.mkdir()
     for name in ("step_000000000020.pt", "step_000000000010.pt", "step_000000000030.pt.tmp",
                  "step_000000000020.latest.pt", "notes.txt"):

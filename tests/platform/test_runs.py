@@ -114,6 +114,7 @@ def test_eval_reevaluates_the_checkpoint(toy_pm: PluginManager, tmp_path: Path) 
     evaluated = json.loads((run_dir / "eval.json").read_text())
     trained = json.loads((run_dir / "summary.json").read_text())["metrics"]
     assert evaluated["eval/nn_accuracy"] == pytest.approx(trained["eval/nn_accuracy"])
+    assert evaluated["checkpoint_step"] == 40  # which checkpoint it evaluated
     code, out = run_cli(["eval", str(run_dir), "--episodes", "3", "--video", str(tmp_path / "v.gif")])
     assert code == 0 and "has no evaluation episodes; --episodes is ignored" in out, out
     assert "has no evaluation video; --video is ignored" in out and not (tmp_path / "v.gif").exists()

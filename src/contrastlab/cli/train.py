@@ -252,7 +252,8 @@ def add_train_commands(app: typer.Typer) -> None:
         episodes: Annotated[int | None, typer.Option(min=1, help="Evaluation episodes (RL plugins).")] = None,
         video: Annotated[Path | None, typer.Option(help="Save one evaluation episode as GIF/MP4 (RL plugins).")] = None,
     ) -> None:
-        """Re-evaluate a run's latest checkpoint through its plugin; writes eval.json in the run directory.
+        """Re-evaluate a run's latest checkpoint through its plugin; writes eval.json (the metrics and the
+        checkpoint's step) in the run directory.
 
         Examples: platform eval runs/curl/pucl/20261121-120000-s1 --video episode.gif;
         platform eval runs/simclr/dcl/20261121-130000-s1
@@ -277,7 +278,8 @@ def add_train_commands(app: typer.Typer) -> None:
         recording = f", recording a video to {video}" if video is not None else ""
         say(f"evaluating {run.dir} (checkpoint at step {step}{recording})", stderr=True)
         metrics = run.plugin.evaluate(run, options)
-        run.rundir.eval_json.write_text(json.dumps({k: float(v) for k, v in metrics.items()}, indent=2))
+        record = {k: float(v) for k, v in metrics.items()}  # + which checkpoint (a run may go on afterwards)
+        run.rundir.eval_json.write_text(json.dumps({**record, "checkpoint_step": step}, indent=2))
         table = Table(title=f"eval {run.dir}")
         table.add_column("metric")
         table.add_column("value", justify="right")

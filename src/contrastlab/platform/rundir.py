@@ -150,6 +150,8 @@ class RunDir:
 
     def read_info(self) -> dict[str, Any]:
         """The ``run.json``; a missing or not-a-run directory raises :class:`RunDirError` (one line)."""
+        if self.path.is_file():
+            raise RunDirError(f"{self.path} is a file; give its run directory, {self.path.parent}")
         if not self.path.is_dir():
             raise RunDirError(f"run directory not found: {self.path}")
         if not self.is_run(self.path):
