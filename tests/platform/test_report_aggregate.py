@@ -269,3 +269,10 @@ def test_rows_may_name_a_config_key_no_run_overrode(tmp_path):
     rp.build_report([tmp_path], tmp_path / "out", rows=["env.domain"])
     table = (tmp_path / "out" / "results.md").read_text()
     assert "env.domain=cartpole" in table and "env.domain=walker" in table
+
+
+def test_a_configuration_whose_runs_were_all_stopped_reads_interrupted_not_failed(tmp_path):
+    write_synthetic_run(tmp_path, loss="infonce", seed=1, status="interrupted")
+    write_synthetic_run(tmp_path, loss="dcl", seed=1, status="failed", error="RuntimeError: boom")
+    md = rt.markdown(rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])]))
+    assert "interrupted (resumable)" in md and "failed: RuntimeError: boom" in md

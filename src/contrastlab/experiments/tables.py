@@ -104,13 +104,15 @@ def fmt_interval(estimate: float, lo: float, hi: float, dec: int | None = None) 
 
 
 def _failed_text(g: Group) -> str:
+    if all(r.status == "interrupted" for r in g.runs):  # stopped, not broken: `--resume` (or compare again) goes on
+        return "interrupted (resumable)"
     err = next((r.error for r in g.runs if r.error), None) or next(iter({r.status for r in g.runs}), "?")
     return f"failed: {str(err)[:60]}"
 
 
 def main_cell(g: Group, winner: bool) -> str:
     """``mean ± std [95 % CI]`` of the primary metric, bold for the task's winner, ``(n=k/N)`` when seeds are
-    missing, ``failed: <error>`` when none completed."""
+    missing, ``failed: <error>`` when none completed (``interrupted (resumable)`` when every run was stopped)."""
     mean, std, n = g.stats()
     if n == 0:
         return _failed_text(g)
