@@ -156,6 +156,9 @@ def test_cuda_device_without_cuda_is_refused_before_anything_runs(tmp_path, fast
     args = ["compare", "--plugin", "curl", "--loss", "infonce", "--preset", "smoke", "--set", "device=cuda"]
     result = CliRunner().invoke(app, [*args, "--out", str(out)])
     assert result.exit_code == 2 and "CUDA is not available" in result.output and not out.exists()
+    assert result.output.startswith("error:"), result.output  # before the plan and its ETA are printed
+    result = CliRunner().invoke(app, [*args[:-2], "--out", "/proc/x"])
+    assert result.exit_code == 2 and result.output.startswith("error: --out /proc/x"), result.output
 
 
 def test_recipe_dry_run_prints_preset_count_and_eta(tmp_path, fast_render_check):
@@ -187,9 +190,10 @@ def test_eta_schedules_runs_on_the_slots():
 
     points = cmp.expand_grid("x", ["a"], [1, 2, 3], hparams_of=lambda loss: set())
     configs = {p.config_hash: Config() for p in points}
-    assert cmp.estimate_wall_time(points, configs, [None], Fixed()) == (30.0, ["cpu"])
-    assert cmp.estimate_wall_time(points, configs, [None, None], Fixed()) == (20.0, ["cpu"])
-    assert cmp.estimate_wall_time(points, configs, ["cuda:0", "cuda:1"], Fixed()) == (2.0, ["cuda"])
+    start = cmp.RUN_START_S  # each run's process start, on top of the plugin's estimate
+    assert cmp.estimate_wall_time(points, configs, [None], Fixed()) == (30.0 + 3 * start, ["cpu"])
+    assert cmp.estimate_wall_time(points, configs, [None, None], Fixed()) == (20.0 + 2 * start, ["cpu"])
+    assert cmp.estimate_wall_time(points, configs, ["cuda:0", "cuda:1"], Fixed()) == (2.0 + 2 * start, ["cuda"])
     assert cmp.fmt_duration(45) == "45 s" and cmp.fmt_duration(7200) == "2.0 h"
     assert cmp.fmt_duration(3 * 86400) == "3.0 days"
     assert cmp.fmt_duration(88.3) == "1 min 28 s" and cmp.fmt_duration(120.2) == "2 min"  # smoke runs, to the second

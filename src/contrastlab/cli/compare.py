@@ -20,6 +20,7 @@ from contrastlab.experiments import grid as cmp
 from contrastlab.experiments import runner
 from contrastlab.experiments.plan import eta_lines, make_plan, make_tuned_plan
 from contrastlab.platform.errors import ConfigError
+from contrastlab.platform.run import resolve_device
 from contrastlab.platform.rundir import check_writable_dir
 
 LOCK_FILE = ".compare.lock"
@@ -246,7 +247,12 @@ def add_compare_commands(app: typer.Typer) -> None:
                               soft_wrap=True)
             plan = dataclasses.replace(plan, points=points)
         check_row_keys(rows.split(",") if rows else [], configs)
+        if devices is None and ray_opts is None:  # local runs on their own device setting: no CUDA here, error now
+            for config in configs.values():
+                resolve_device(config.device)
         out_dir = out or plan.default_out
+        if not dry_run:
+            check_writable_dir(out_dir, "--out")
         states = [runner.run_state(p.run_dir(out_dir)) for p in plan.points]
         counts = {s: states.count(s) for s in ("completed", "resume", "fresh")}
         where = f"{len(slots)} at a time" if ray_opts is None else "on Ray, as many at a time as resources allow"
@@ -267,7 +273,6 @@ def add_compare_commands(app: typer.Typer) -> None:
                     f"{s:9s} {p.label:32s} seed {p.seed:<3d} {p.run_dir(out_dir)}", highlight=False, soft_wrap=True
                 )
             return
-        check_writable_dir(out_dir, "--out")
         lock = acquire_lock(out_dir)
         try:
             spec = {**plan.spec, "preset": plan.preset, "rows": rows.split(",") if rows else plan.rows}

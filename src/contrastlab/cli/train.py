@@ -259,6 +259,13 @@ def add_train_commands(app: typer.Typer) -> None:
         platform eval runs/simclr/dcl/20261121-130000-s1
         """
         run = Run.open(run_dir, device=device, resume=False)
+        if run.latest_checkpoint_step() is None:
+            raise RunDirError(f"run {run_dir} has no checkpoint to evaluate")
+        check_writable_dir(run_dir, "RUN_DIR", hint="; platform eval writes eval.json there")
+        if video is not None:
+            if video.is_dir():
+                raise ConfigError(f"--video {video} is a directory; give a file name, e.g. {video / 'episode.gif'}")
+            check_writable_dir(video.parent, "--video", shown=video)
         options = EvalOptions(episodes=episodes, video=video)
         run.plugin.check_eval(options)
         given = {"episodes": episodes, "video": video}
@@ -267,13 +274,6 @@ def add_train_commands(app: typer.Typer) -> None:
                               highlight=False, soft_wrap=True)
             options = dataclasses.replace(options, **{name: None})
         video = options.video
-        if run.latest_checkpoint_step() is None:
-            raise RunDirError(f"run {run_dir} has no checkpoint to evaluate")
-        check_writable_dir(run_dir, "RUN_DIR", hint="; platform eval writes eval.json there")
-        if video is not None:
-            if video.is_dir():
-                raise ConfigError(f"--video {video} is a directory; give a file name, e.g. {video / 'episode.gif'}")
-            check_writable_dir(video.parent, "--video", shown=video)
         step = run.latest_checkpoint_step()
         recording = f", recording a video to {video}" if video is not None else ""
         say(f"evaluating {run.dir} (checkpoint at step {step}{recording})", stderr=True)
