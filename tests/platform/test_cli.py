@@ -258,3 +258,10 @@ def test_list_table_prints_descriptions_verbatim() -> None:
 def test_usage_errors_are_one_line_like_every_other_error(args: list[str], message: str) -> None:
     code, out = run_cli(args)
     assert code == 2 and out.strip().startswith(message) and len(out.strip().splitlines()) == 1, out
+
+
+def test_config_says_when_train_would_refuse_the_config() -> None:
+    code, out = run_cli(["config", "--plugin", "graph", "--loss", "supcon"])
+    assert code == 0 and "note: platform train would refuse this config: loss 'supcon' needs" in out
+    code, out = run_cli(["config", "--plugin", "graph", "--loss", "dcl"])
+    assert code == 0 and "would refuse" not in out

@@ -25,12 +25,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from contrastlab.cli import train as commands_train
-from contrastlab.cli.common import console, print_usage_error, user_errors
+from contrastlab.cli.common import console, err_console, print_usage_error, user_errors
 from contrastlab.cli.compare import add_compare_commands
 from contrastlab.cli.tune import add_tune_commands
 from contrastlab.platform.config import config_to_yaml, resolve_config
-from contrastlab.platform.errors import ConfigError, UnknownNameError
+from contrastlab.platform.errors import ConfigError, IncompatibleError, UnknownNameError
 from contrastlab.platform.plugins import get_plugin_manager, get_task_plugin, registry
+from contrastlab.platform.preflight import check_components, check_labels
 from contrastlab.platform.registry import Component, unknown_name_message
 from contrastlab.platform.sampler_contract import SAMPLER_INPUTS
 
@@ -155,6 +156,11 @@ def config_command(
     )
     header = f"contrastlab config for plugin '{task.name}', preset '{preset or task.default_preset}'"
     typer.echo(config_to_yaml(config, header=header), nl=False)
+    try:  # the pre-flight checks that need no data: say when `platform train` would refuse this config
+        check_components(task, config)
+        check_labels(task, config)
+    except IncompatibleError as exc:
+        err_console.print(f"note: platform train would refuse this config: {exc}", highlight=False, soft_wrap=True)
 
 
 @app.command("plugins")
