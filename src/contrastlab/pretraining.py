@@ -28,9 +28,10 @@ MOMENTUM_INPUTS = frozenset({"query_key", "queue"})
 Embed = Callable[[Tensor], Tensor]
 """``x [B, ...] -> z [B, d]``: the network's projections of one batch of inputs."""
 
-TRAIN_IMAGES = {"fashion_mnist": 60000, "cifar10": 50000, "cifar100": 50000, "stl10": 105000}
-"""Training images of the built-in datasets (for run-time estimates before any data is loaded)."""
-TEST_IMAGES = {"fashion_mnist": 10000, "cifar10": 10000, "cifar100": 10000, "stl10": 8000}
+TRAIN_IMAGES = {"fashion_mnist": 60000, "cifar10": 50000, "cifar100": 50000, "stl10": 105000, "synthetic": 512}
+"""Training images of the built-in datasets (for run-time estimates before any data is loaded; ``synthetic``: its
+loader's default size)."""
+TEST_IMAGES = {"fashion_mnist": 10000, "cifar10": 10000, "cifar100": 10000, "stl10": 8000, "synthetic": 256}
 """Test images of the built-in datasets."""
 _SECONDS_PER_IMAGE = {"cpu": {"small_cnn": 3e-4, "resnet18": 2.5e-2, "resnet50": 6e-2},
                       "cuda": {"small_cnn": 2e-5, "resnet18": 1.5e-4, "resnet50": 4e-4}}

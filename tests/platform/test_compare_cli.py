@@ -181,3 +181,9 @@ def test_a_bad_rows_key_is_refused_before_any_run(toy_pm, tmp_path):
     result = CliRunner().invoke(app, [*BASE, "--rows", "nope.key", "--out", str(tmp_path / "c")])
     assert result.exit_code == 2 and "--rows nope.key is not a config key" in result.output, result.output
     assert not (tmp_path / "c").exists()
+
+
+def test_set_device_with_devices_is_refused_before_any_run(toy_pm, tmp_path):
+    result = CliRunner().invoke(app, [*BASE, "--devices", "0", "--set", "device=cpu", "--out", str(tmp_path / "c")])
+    assert result.exit_code == 2 and "--set device conflicts with --devices" in result.output, result.output
+    assert not (tmp_path / "c").exists()

@@ -228,3 +228,12 @@ def test_a_configuration_that_trains_no_loss_runs_once_per_seed_not_once_per_los
     assert [p for p in kept if dict(p.grid)["method"] == "probe"] == [
         p for p in points if dict(p.grid)["method"] == "probe"]  # runs that train their loss are all kept
     assert cmp.drop_loss_free_repeats(points, configs, SimpleNamespace(uses_loss=lambda c: True)) == points
+
+
+def test_a_set_device_with_a_runner_given_device_is_refused_up_front():
+    """compare --devices (or Ray --gpus-per-run, tune --device) passes --device to every run, whose train would then
+    refuse --set device=…: every run failed after the plan was printed."""
+    with pytest.raises(ConfigError, match="--set device conflicts with --devices"):
+        cmp.refuse_device_set(["train.steps", "device"], "--devices")
+    cmp.refuse_device_set(["device"], None)
+    cmp.refuse_device_set(["train.steps"], "--devices")

@@ -276,3 +276,20 @@ def test_a_configuration_whose_runs_were_all_stopped_reads_interrupted_not_faile
     write_synthetic_run(tmp_path, loss="dcl", seed=1, status="failed", error="RuntimeError: boom")
     md = rt.markdown(rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])]))
     assert "interrupted (resumable)" in md and "failed: RuntimeError: boom" in md
+
+
+def test_row_values_from_overrides_and_config_files_are_written_one_way(tmp_path):
+    """`--set eval.linear=true` and a default `True` (and 1e-3 vs 0.001, or a null) name the same row."""
+    import yaml
+
+    for seed, override, config_value in ((1, "--set eval.lr=1e-3", 0.001), (2, None, 0.001), (3, None, None)):
+        run = write_synthetic_run(tmp_path, loss="infonce", seed=seed, name=f"r{seed}", final={"score": 1.0},
+                                  overrides=[override] if override else [])
+        config = yaml.safe_load((run / "config.yaml").read_text())
+        (run / "config.yaml").write_text(yaml.safe_dump({**config, "eval": {"lr": config_value}}))
+    records = [rs.load_run(d) for d in rs.find_run_dirs([tmp_path])]
+    rp.add_row_keys(records, ["eval.lr"])
+    assert sorted(r.overrides["eval.lr"] for r in records) == ["0.001", "0.001", "null"]
+    rp.build_report([tmp_path], tmp_path / "out", rows=["eval.lr"])
+    table = (tmp_path / "out" / "results.md").read_text()
+    assert "| toy eval.lr=0.001 | infonce | 2/2 |" in table and "eval.lr=null" in table  # one row for both

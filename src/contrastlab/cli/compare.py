@@ -221,6 +221,8 @@ def add_compare_commands(app: typer.Typer) -> None:
         """
         ray_opts = check_backend(backend, address, jobs, devices, cpus_per_run, gpus_per_run, max_retries)
         sets = [cmp.parse_set(s) for s in set_ or []]
+        cmp.refuse_device_set([k for k, _ in sets], "--devices" if devices is not None else
+                              "--gpus-per-run" if backend == "ray" and gpus_per_run > 0 else None)
         if jobs is not None and devices is not None:
             raise ConfigError("--jobs and --devices are exclusive: --devices runs one process per listed GPU")
         if jobs is not None and jobs < 1:

@@ -10,6 +10,7 @@ import typer
 from contrastlab.cli.common import err_console, print_commands, say, shell_command, user_errors
 from contrastlab.cli.compare import HELP as COMPARE_HELP
 from contrastlab.cli.compare import check_backend
+from contrastlab.experiments.grid import refuse_device_set
 from contrastlab.platform.errors import ConfigError
 
 HELP = {
@@ -98,6 +99,8 @@ def add_tune_commands(app: typer.Typer) -> None:
         if len(set(keys)) != len(keys):
             raise ConfigError(f"--search: a key is given twice ({', '.join(keys)})")
         sets = [parse_fixed(s) for s in set_ or []]
+        refuse_device_set([s.split("=", 1)[0] for s in sets], "--device" if device is not None else
+                          "--gpus-per-run" if backend == "ray" and gpus_per_run > 0 else None)
         clash = sorted(set(keys) & {s.split("=", 1)[0] for s in sets})
         if clash:
             raise ConfigError(f"--set and --search both give {', '.join(clash)}")

@@ -63,6 +63,13 @@ def parse_set(spec: str) -> tuple[str, str]:
     return key, value
 
 
+def refuse_device_set(keys: Sequence[str], given: str | None) -> None:
+    """Refuse a ``--set device=…`` when the runs also get a ``--device`` from ``given`` (``--devices``, Ray's
+    ``--gpus-per-run``, tune's ``--device``): each run's ``platform train`` would refuse the pair."""
+    if given and "device" in keys:
+        raise ConfigError(f"--set device conflicts with {given}, which sets each run's device; give one of them")
+
+
 def parse_grid(spec: str) -> GridAxis:
     """Parse one ``--grid key=v1,v2,...``; a missing ``=``, an empty or duplicated value raises."""
     if "=" not in spec:

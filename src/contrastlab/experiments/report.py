@@ -20,6 +20,7 @@ name the task row.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -67,23 +68,33 @@ def link_tensorboard(groups: Sequence[Group], logdir: Path) -> Path:
 
 # ---------------------------------------------------------------------------------------------- entry point
 def add_row_keys(records: Sequence[RunRecord], keys: Sequence[str]) -> None:
-    """Give each run the ``keys`` (e.g. ``env.domain``) it did not override, read from its ``config.yaml``, so
-    ``--rows`` can name any config key."""
-    for rec in records:
-        missing = [k for k in keys if k not in rec.overrides]
-        if not missing:
-            continue
-        try:
-            config = yaml.safe_load(RunDir(rec.run_dir).config_yaml.read_text()) or {}
-        except (OSError, yaml.YAMLError):
-            continue
-        for key in missing:
-            value: Any = config
-            for part in key.split("."):
-                value = value.get(part) if isinstance(value, dict) else None
-            if value is not None and not isinstance(value, (dict, list)):
-                rec.overrides[key] = str(value)
+    """Give each run every ``--rows`` key (e.g. ``env.domain``): its override, else the value in its
+    ``config.yaml``, both written one way (``true``, ``0.001``, ``null``, ``[10, 20]``) so that ``--set
+    eval.linear=true`` and a default ``True`` name the same row."""
+    from contrastlab.platform.config import parse_set
 
+    missing = object()
+    for rec in records:
+        config: Any = None
+        for key in keys:
+            if key in rec.overrides:
+                value = parse_set(f"{key}={rec.overrides[key]}")[1]
+                if isinstance(value, str):  # YAML reads 1e-3 as text; the config holds the number
+                    with contextlib.suppress(ValueError):
+                        value = float(value)
+            else:
+                if config is None:
+                    try:
+                        config = yaml.safe_load(RunDir(rec.run_dir).config_yaml.read_text()) or {}
+                    except (OSError, yaml.YAMLError):
+                        config = {}
+                value = config
+                for part in key.split("."):
+                    value = value.get(part, missing) if isinstance(value, dict) else missing
+                if value is missing:
+                    continue
+            text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+            rec.overrides[key] = text.removesuffix("...").strip()
 
 
 def _check_keys_exist(

@@ -25,6 +25,8 @@ def test_registered_with_presets():
     smoke = resolve_config(task, preset="smoke")
     assert smoke.encoder.name == "small_cnn" and smoke.sampler.name == "two_view" and smoke.device == "cpu"
     assert task.estimate_seconds(smoke, "cpu") < 180 < task.estimate_seconds(paper, "cpu")
+    synthetic = resolve_config(task, preset="smoke", sets=["data.dataset=synthetic", "data.train_subset=null"])
+    assert task.estimate_seconds(synthetic, "cpu") > 0  # its loader's default size (the ETA was lost once)
 
 
 @pytest.mark.parametrize(("loss", "dataset", "expected"),

@@ -171,10 +171,10 @@ def estimated_seconds(config: PUConfig, device: str) -> float | None:
     d = config.data
     size = augment_spec_for(d.dataset, 32).size
     per = seconds_per_image(config.encoder.name, config.encoder.hparams(), device, size)
-    n_train = d.train_size or TRAIN_IMAGES.get(d.dataset) or d.options.get("size")
+    n_train = d.train_size or d.options.get("size") or TRAIN_IMAGES.get(d.dataset)
     if per is None or n_train is None:
         return None
-    n_test = d.test_size or TEST_IMAGES.get(d.dataset) or n_train
+    n_test = d.test_size or (n_train // 2 if d.options.get("size") else TEST_IMAGES.get(d.dataset, n_train))
     cc = config.classifier
     e2e = config.method == "end_to_end"
     pretrain = 0 if e2e else config.pretrain.steps * config.pretrain.batch_size * 2
