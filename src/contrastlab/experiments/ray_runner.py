@@ -112,10 +112,16 @@ def train_point(
         kill_with_worker = runner.die_with_parent(signal.SIGKILL)
         t0 = time.monotonic()
         with open(log, "a") as fh:
-            fh.write(f"# ray task on {socket.gethostname()} pid {os.getpid()}\n$ {' '.join(cmd)}\n")
-            fh.flush()
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, preexec_fn=kill_with_worker)
-            rc = proc.wait()
+            fh.write(f"# ray task on {socket.gethostname()} pid {os.getpid()}\n")
+            if runner.run_state(run_dir) == "completed":  # a retry after the worker died between the run's end
+                fh.write("# the run completed before this attempt: nothing to train\n")  # and the task's return
+                rc = 0
+            else:
+                fh.write(f"$ {' '.join(cmd)}\n")
+                fh.flush()
+                proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                                        preexec_fn=kill_with_worker)
+                rc = proc.wait()
         seconds = time.monotonic() - t0
         ok = rc == 0 and runner.run_state(run_dir) == "completed"
         shipped_back = None

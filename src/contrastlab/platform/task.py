@@ -118,7 +118,7 @@ class TaskPlugin(Generic[C]):
     one given is ignored."""
 
     def check_eval(self, options: EvalOptions) -> None:
-        """Refuse bad ``platform eval`` options (one-line errors) before any checkpoint is loaded or episode run; default: none."""
+        """Refuse bad ``platform eval`` options (one-line errors) before any checkpoint is loaded; default: none."""
 
     def label_kinds(self, config: C) -> frozenset[str]:
         """Kinds of observed labels this plugin's batches can carry under ``config`` (``{"class"}``, ``{"pu"}``).
