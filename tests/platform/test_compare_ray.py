@@ -271,3 +271,24 @@ def test_run_counts_are_pluralised() -> None:
     from contrastlab.experiments.grid import count
 
     assert [count(n, "run") for n in (0, 1, 2)] == ["0 runs", "1 run", "2 runs"]
+
+
+def test_a_retry_of_a_run_that_already_completed_reports_it_without_training(tmp_path: Path) -> None:
+    """The worker can die between the run's end and the task's return; Ray's retry must not start the run again
+    (platform train refuses a completed run directory, so the retry failed and the grid reported a failure)."""
+    import json
+
+    from contrastlab.experiments.grid import GridPoint
+    from contrastlab.experiments.ray_runner import MARKER, train_point
+    from contrastlab.platform.rundir import RunDir
+
+    out = tmp_path / "grid"
+    point = GridPoint("recsys", "dcl", 1, "smoke")
+    layout = RunDir(point.run_dir(out))
+    layout.path.mkdir(parents=True)
+    layout.config_yaml.write_text("seed: 1\n")
+    layout.run_json.write_text(json.dumps({"plugin": "recsys", "status": "completed"}))
+    layout.summary_json.write_text(json.dumps({"metrics": {"eval/ndcg@20": 0.2}}))
+    (out / MARKER).write_text("token")
+    result = train_point(point, str(out), "token", None, False, True, {})
+    assert result["seconds"] < 5 and "nothing to train" in point.log_path(out).read_text()
