@@ -265,3 +265,5 @@ def test_config_says_when_train_would_refuse_the_config() -> None:
     assert code == 0 and "note: platform train would refuse this config: loss 'supcon' needs" in out
     code, out = run_cli(["config", "--plugin", "graph", "--loss", "dcl"])
     assert code == 0 and "would refuse" not in out
+    code, out = run_cli(["config", "--plugin", "recsys", "--loss", "debiased_pos"])  # the plugin's own check
+    assert code == 0 and "would refuse this config: plugin 'recsys' cannot use loss 'debiased_pos'" in out

@@ -174,6 +174,13 @@ def test_report_needs_out_unless_its_one_dir_is_a_compare_output(toy_pm, tmp_pat
     assert result.exit_code == 0 and (tmp_path / "a" / "results.md").is_file(), result.output
     result = CliRunner().invoke(app, ["report", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "r")])
     assert result.exit_code == 0 and "counted once" in result.output and (tmp_path / "r" / "results.md").is_file()
+    run = next((tmp_path / "b" / "runs").glob("*/*/*"))
+    for out in (tmp_path / "b", tmp_path / "b" / "runs", run, run / "sub"):  # a plain DIR, or inside a run
+        result = CliRunner().invoke(app, ["report", str(tmp_path / "b"), "--out", str(out)])
+        assert result.exit_code == 2 and "is inside the runs being read" in result.output, (out, result.output)
+    assert not list((tmp_path / "b").glob("**/results.md"))
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "a"), "--rows", ","])
+    assert result.exit_code == 0, result.output  # a compare output folder is its own report's home; empty --rows
 
 
 def test_a_bad_rows_key_is_refused_before_any_run(toy_pm, tmp_path):

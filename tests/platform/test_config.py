@@ -60,6 +60,7 @@ def test_a_set_of_a_key_with_its_own_flag_given_too_is_refused(toy_pm: PluginMan
         resolve_config(toy(), sets=[item], **{flag: value})
     cfg = resolve_config(toy(), loss="dcl", seed=3, sets=["loss.tau_plus=0.2"])  # the flag's own settings are fine
     assert cfg.loss.hparams()["tau_plus"] == 0.2
+    assert resolve_config(toy(), loss="dcl", seed=3, sets=["loss.name=dcl", "seed=3"]).seed == 3  # the same value
 
 
 def test_prepare_config_sees_explicit_keys(toy_pm: PluginManager) -> None:

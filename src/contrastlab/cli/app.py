@@ -29,9 +29,9 @@ from contrastlab.cli.common import console, err_console, print_usage_error, user
 from contrastlab.cli.compare import add_compare_commands
 from contrastlab.cli.tune import add_tune_commands
 from contrastlab.platform.config import config_to_yaml, resolve_config
-from contrastlab.platform.errors import ConfigError, IncompatibleError, UnknownNameError
+from contrastlab.platform.errors import ConfigError, ContrastlabError, IncompatibleError, UnknownNameError
 from contrastlab.platform.plugins import get_plugin_manager, get_task_plugin, registry
-from contrastlab.platform.preflight import check_components, check_labels
+from contrastlab.platform.preflight import preflight
 from contrastlab.platform.registry import Component, unknown_name_message
 from contrastlab.platform.sampler_contract import SAMPLER_INPUTS
 
@@ -156,11 +156,12 @@ def config_command(
     )
     header = f"contrastlab config for plugin '{task.name}', preset '{preset or task.default_preset}'"
     typer.echo(config_to_yaml(config, header=header), nl=False)
-    try:  # the pre-flight checks that need no data: say when `platform train` would refuse this config
-        check_components(task, config)
-        check_labels(task, config)
+    try:  # train's pre-flight: say when `platform train` would refuse this config as incompatible
+        preflight(task, config)
     except IncompatibleError as exc:
         err_console.print(f"note: platform train would refuse this config: {exc}", highlight=False, soft_wrap=True)
+    except ContrastlabError:
+        pass  # data missing and the like: train says so itself, and the config may be meant for another machine
 
 
 @app.command("plugins")

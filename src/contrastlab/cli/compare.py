@@ -102,21 +102,41 @@ def check_row_keys(rows: Sequence[str], configs: dict[str, Any]) -> None:
     known = set().union(*(flatten_keys(c.model_dump()) for c in configs.values()))
     for key in rows:
         if key not in known:
-            raise ConfigError(f"--rows {key} is not a config key of these runs (e.g. env.domain, loss.tau_plus)")
+            sections = sorted({k.split(".")[0] + "." for k in known if "." in k})
+            raise ConfigError(f"--rows {key} is not a config key of these runs; their keys start with "
+                              f"{', '.join(sections)} (see platform config)")
 
 
-def report_home(dirs: Sequence[Path]) -> Path:
-    """Where ``platform report`` writes without ``--out``: the one DIR given when it is a compare or tune output
-    (or an earlier report's); otherwise ``--out`` is required, since writing among plain runs would put the
-    report's ``tensorboard/`` links beside them (``platform tensorboard`` would then show every run twice)."""
+def report_home(dirs: Sequence[Path], out: Path | None = None) -> Path:
+    """Where ``platform report`` writes: ``out``, else the one DIR given when it is a compare or tune output. A
+    report written among plain runs (no ``--out``, or an ``--out`` that is a plain DIR or inside a run) would put
+    its ``tensorboard/`` links beside them (``platform tensorboard`` would then show every run twice): refused."""
     from contrastlab.platform.rundir import find_run_dirs
 
+    def is_output_folder(folder: Path) -> bool:
+        return any((folder / name).is_file() for name in ("compare.json", "best.json"))
+
+    runs = find_run_dirs(dirs)
+    if out is not None:
+        target = Path(out).resolve()
+
+        def within(folder: Path) -> bool:
+            return target == Path(folder).resolve() or Path(folder).resolve() in target.parents
+
+        if any(within(r) for r in runs) or any(within(d) and not is_output_folder(Path(d)) for d in dirs):
+            raise ConfigError(f"--out {out} is inside the runs being read; choose a folder outside them, "
+                              "e.g. --out report/")
+        return Path(out)
     home = Path(dirs[0])
-    if len(dirs) == 1 and (any((home / name).is_file() for name in ("compare.json", "best.json", "results.md"))
-                           or not find_run_dirs(dirs)):  # no runs: the report's own one-line error says so
+    if len(dirs) == 1 and (is_output_folder(home) or not runs):  # no runs: the report's own one-line error says so
         return home
     what = "several DIRs" if len(dirs) > 1 else f"{dirs[0]}, which is not a compare or tune output folder,"
     raise ConfigError(f"give --out (e.g. --out report/): with {what} the report would be written among the runs")
+
+
+def row_keys(rows: str | None) -> list[str]:
+    """``--rows a,b`` as a list (empty items dropped)."""
+    return [key.strip() for key in (rows or "").split(",") if key.strip()]
 
 
 def print_results(out: Path) -> None:
@@ -248,7 +268,7 @@ def add_compare_commands(app: typer.Typer) -> None:
                               f"that train no loss run once per seed, not once per loss", highlight=False,
                               soft_wrap=True)
             plan = dataclasses.replace(plan, points=points)
-        check_row_keys(rows.split(",") if rows else [], configs)
+        check_row_keys(row_keys(rows), configs)
         if devices is None and ray_opts is None:  # local runs on their own device setting: no CUDA here, error now
             for config in configs.values():
                 resolve_device(config.device)
@@ -277,7 +297,7 @@ def add_compare_commands(app: typer.Typer) -> None:
             return
         lock = acquire_lock(out_dir)
         try:
-            spec = {**plan.spec, "preset": plan.preset, "rows": rows.split(",") if rows else plan.rows}
+            spec = {**plan.spec, "preset": plan.preset, "rows": row_keys(rows) or plan.rows}
             spec["runs"] = [str(p.run_dir(out_dir)) for p in plan.points]
             (out_dir / "compare.json").write_text(json.dumps(spec, indent=2))
             try:
@@ -295,7 +315,7 @@ def add_compare_commands(app: typer.Typer) -> None:
             from contrastlab.experiments.report import build_report
 
             dirs = [p.run_dir(out_dir) for p in plan.points if p.run_dir(out_dir).is_dir()]
-            build_report(dirs, out_dir, rows=rows.split(",") if rows else plan.rows)
+            build_report(dirs, out_dir, rows=row_keys(rows) or plan.rows)
         finally:
             lock.unlink(missing_ok=True)
         print_results(out_dir)
@@ -324,8 +344,8 @@ def add_compare_commands(app: typer.Typer) -> None:
         """
         from contrastlab.experiments.report import build_report
 
-        out_dir = out or report_home(dirs)
+        out_dir = report_home(dirs, out)
         check_writable_dir(out_dir, "--out" if out is not None else "output directory (DIR; see --out)")
-        build_report(dirs, out_dir, rows=rows.split(",") if rows else recorded_rows(dirs), curve=curve,
+        build_report(dirs, out_dir, rows=row_keys(rows) or recorded_rows(dirs), curve=curve,
                      note=lambda text: err_console.print(f"note: {text}", highlight=False, soft_wrap=True))
         print_results(out_dir)

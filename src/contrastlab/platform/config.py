@@ -204,7 +204,8 @@ def resolve_config(
     flags = {"loss": loss, "sampler": sampler, "encoder": encoder, "seed": seed, "device": device}
     for item in sets:
         path, value = parse_set(item)
-        if flags.get(path[0]) is not None and (path[0] in ("seed", "device") or path[1:] in ([], ["name"])):
+        flag = flags.get(path[0])
+        if flag is not None and (path[0] in ("seed", "device") or path[1:] in ([], ["name"])) and value != flag:
             raise ConfigError(f"--set {'.'.join(path)} conflicts with --{path[0]} {flags[path[0]]}; give one of them")
         if path[0] in COMPONENT_SECTIONS and path[1:] == ["name"]:
             _reset_component(data, path[0], str(value))
