@@ -206,7 +206,7 @@ def resolve_config(
         path, value = parse_set(item)
         flag = flags.get(path[0])
         if flag is not None and (path[0] in ("seed", "device") or path[1:] in ([], ["name"])) and value != flag:
-            raise ConfigError(f"--set {'.'.join(path)} conflicts with --{path[0]} {flags[path[0]]}; give one of them")
+            raise ConfigError(f"--set {'.'.join(path)} conflicts with --{path[0]} {flag}; give one of them")
         if path[0] in COMPONENT_SECTIONS and path[1:] == ["name"]:
             _reset_component(data, path[0], str(value))
         set_path(data, path, value)

@@ -354,6 +354,7 @@ class Run:
             "hardware": hardware_info(self.device),
             "versions": package_versions(),
             "labels_used": bool(self.labels_used),
+            "loss_used": self.plugin.uses_loss(self.config),  # False: report lists the run under loss "none"
             **self._extra,
         }
         if not self.is_main:

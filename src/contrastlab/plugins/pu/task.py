@@ -395,5 +395,4 @@ class PUTask(cl.TaskPlugin[PUConfig]):
             pu_loss_hparams_from_prior=filled,
             pu_observed_labels_to_loss=label_aware,
             pu_contrastive_pretraining=config.method == "pretrain_probe",
-            loss_used=config.method != "end_to_end",  # as uses_loss: report lists the baseline under loss "none"
         )
