@@ -259,7 +259,8 @@ def add_train_commands(app: typer.Typer) -> None:
         platform eval runs/simclr/dcl/20261121-130000-s1
         """
         run = Run.open(run_dir, device=device, resume=False)
-        if run.latest_checkpoint_step() is None:
+        step = run.latest_checkpoint_step()
+        if step is None:
             raise RunDirError(f"run {run_dir} has no checkpoint to evaluate")
         check_writable_dir(run_dir, "RUN_DIR", hint="; platform eval writes eval.json there")
         if video is not None:
@@ -268,13 +269,12 @@ def add_train_commands(app: typer.Typer) -> None:
             check_writable_dir(video.parent, "--video", shown=video)
         options = EvalOptions(episodes=episodes, video=video)
         run.plugin.check_eval(options)
-        given = {"episodes": episodes, "video": video}
-        for name in sorted(k for k, v in given.items() if v is not None and k not in run.plugin.eval_options):
-            err_console.print(f"note: plugin '{run.plugin.name}' has no evaluation {name}; --{name} is ignored",
-                              highlight=False, soft_wrap=True)
-            options = dataclasses.replace(options, **{name: None})
+        for name in sorted(f.name for f in dataclasses.fields(options)):
+            if getattr(options, name) is not None and name not in run.plugin.eval_options:
+                err_console.print(f"note: plugin '{run.plugin.name}' has no evaluation {name}; --{name} is ignored",
+                                  highlight=False, soft_wrap=True)
+                options = dataclasses.replace(options, **{name: None})
         video = options.video
-        step = run.latest_checkpoint_step()
         recording = f", recording a video to {video}" if video is not None else ""
         say(f"evaluating {run.dir} (checkpoint at step {step}{recording})", stderr=True)
         metrics = run.plugin.evaluate(run, options)
