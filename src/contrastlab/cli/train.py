@@ -263,18 +263,18 @@ def add_train_commands(app: typer.Typer) -> None:
         if step is None:
             raise RunDirError(f"run {run_dir} has no checkpoint to evaluate")
         check_writable_dir(run_dir, "RUN_DIR", hint="; platform eval writes eval.json there")
-        if video is not None:
-            if video.is_dir():
-                raise ConfigError(f"--video {video} is a directory; give a file name, e.g. {video / 'episode.gif'}")
-            check_writable_dir(video.parent, "--video", shown=video)
         options = EvalOptions(episodes=episodes, video=video)
-        run.plugin.check_eval(options)
-        for name in sorted(f.name for f in dataclasses.fields(options)):
+        for name in sorted(f.name for f in dataclasses.fields(options)):  # dropped before any option is checked
             if getattr(options, name) is not None and name not in run.plugin.eval_options:
                 err_console.print(f"note: plugin '{run.plugin.name}' has no evaluation {name}; --{name} is ignored",
                                   highlight=False, soft_wrap=True)
                 options = dataclasses.replace(options, **{name: None})
         video = options.video
+        if video is not None:
+            if video.is_dir():
+                raise ConfigError(f"--video {video} is a directory; give a file name, e.g. {video / 'episode.gif'}")
+            check_writable_dir(video.parent, "--video", shown=video)
+        run.plugin.check_eval(options)
         recording = f", recording a video to {video}" if video is not None else ""
         say(f"evaluating {run.dir} (checkpoint at step {step}{recording})", stderr=True)
         metrics = run.plugin.evaluate(run, options)
