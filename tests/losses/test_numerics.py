@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -194,3 +196,32 @@ def test_hcl_rows_without_any_valid_negative_at_large_beta(beta, dtype):
     neg_rest = neg.detach()[1:].requires_grad_()
     loss(ContrastiveBatch(pos.detach()[1:], neg_rest, neg_mask=mask[1:])).backward()
     torch.testing.assert_close(neg.grad[1:] * 3, neg_rest.grad * 2)  # the other rows' gradients (mean over 3 vs 2)
+
+
+@pytest.mark.parametrize("name", ["dcl", "hcl", "pucl"])
+def test_clamp_is_exact_when_extra_positives_dominate_float32(name, ref):
+    """M > 1 at a small t in float32: the correction's mean positive exceeds the negatives' mass, so the exact clamp
+    is the floor ``N e^{-1/t}``. The dtype-resolution guard of ``log_sub_clamped`` used to replace it by
+    ``eps · Σ e^{ℓ_j} / τ⁻``, which is far above the floor and above the numerator ``e^{ℓ⁺}`` in these rows: losses were
+    off by up to ≈ 11 and the negatives got a gradient although the clamp was active."""
+    g = torch.Generator().manual_seed(0)
+    views = torch.randn(3, 64, 8, generator=g)  # V = 3: M = 2 positives per anchor
+    batch = cl.make_sampler("multi_view", temperature=0.05)(views)
+    hp = {"dcl": {"tau_plus": 0.1}, "hcl": {"tau_plus": 0.1, "beta": 0.0}, "pucl": {"alpha": 0.1, "c": 0.0}}[name]
+    got = cl.make_loss(name, reduction="none", **hp)(batch).double()
+    b64 = ContrastiveBatch(batch.pos_logits.double(), batch.neg_logits.double(), temperature=0.05)
+    want = ref.dcl(b64, 0.1)  # all three reduce to DCL(τ⁺ = 0.1) with these hyperparameters
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_clamped_rows_have_zero_negative_gradient_when_guard_exceeds_floor():
+    """float64, t = 0.01: rows where ``N τ⁺ P̄ ≥ Σ e^{ℓ_j}`` are at the floor (a constant): their loss is
+    ``softplus(log(N e^{-1/t}) − ℓ⁺)`` and the negatives get no gradient."""
+    t, N = 0.01, 12
+    pos = torch.tensor([[18.7, 85.4]], dtype=torch.float64, requires_grad=True)  # P̄ ≫ Σ_j e^{ℓ_j} / (N τ⁺)
+    neg = torch.linspace(-97.0, 80.0, N, dtype=torch.float64)[None].requires_grad_(True)
+    value = cl.make_loss("dcl", tau_plus=0.5)(ContrastiveBatch(pos, neg, temperature=t))
+    value.backward()
+    want = torch.nn.functional.softplus(torch.tensor(math.log(N) - 1 / t - 18.7, dtype=torch.float64))
+    torch.testing.assert_close(value.detach(), want)
+    assert bool((neg.grad == 0).all())
