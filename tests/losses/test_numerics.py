@@ -225,3 +225,21 @@ def test_clamped_rows_have_zero_negative_gradient_when_guard_exceeds_floor():
     want = torch.nn.functional.softplus(torch.tensor(math.log(N) - 1 / t - 18.7, dtype=torch.float64))
     torch.testing.assert_close(value.detach(), want)
     assert bool((neg.grad == 0).all())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("aggregation", ["outer", "inner"])
+def test_debiased_pos_guard_sets_the_floor_at_small_t(dtype, aggregation):
+    """N = 2 < 2τ⁻/τ⁺ with negatives near 1/t: ``Ê⁺`` would be negative, so the guard sets it to ``e^{-1/t}`` and the
+    loss is ``softplus(log Σ_j e^{ℓ_j} + 1/t)``. The resolution guard used to give ``Ê⁺ = eps·(…)/τ⁺`` instead
+    (float32: loss 15.6 instead of 40.6), and a gradient through the would-be-negative numerator."""
+    t = 0.05
+    pos = torch.tensor([[-10.0]], dtype=dtype, requires_grad=True)
+    neg = torch.tensor([[19.9, 19.9]], dtype=dtype, requires_grad=True)
+    loss = cl.make_loss("debiased_pos", tau_plus=0.1, aggregation=aggregation)
+    value = loss(ContrastiveBatch(pos, neg, temperature=t))
+    value.backward()
+    want = torch.nn.functional.softplus(torch.logsumexp(neg.detach().double(), dim=1) + 1 / t)[0]
+    torch.testing.assert_close(value.double(), want, rtol=1e-6, atol=1e-5)
+    assert float(loss.last_stats["clamped_frac"]) == 1.0
+    assert float(pos.grad.abs().max()) == 0.0
