@@ -243,3 +243,13 @@ def test_debiased_pos_guard_sets_the_floor_at_small_t(dtype, aggregation):
     torch.testing.assert_close(value.double(), want, rtol=1e-6, atol=1e-5)
     assert float(loss.last_stats["clamped_frac"]) == 1.0
     assert float(pos.grad.abs().max()) == 0.0
+
+
+@pytest.mark.parametrize("beta", [0.0, 1e-40, 1e-30])
+def test_hcl_masked_columns_carry_no_weight_for_tiny_beta(beta, ref):
+    """``e^{β·NEG}`` does not underflow for tiny β > 0, so masked columns used to count in ``Σ_k e^{βℓ_k}`` (the
+    weights' normaliser) and shrink the reweighted mass by ``N_valid / N_columns``: at β = 1e-40 the loss was 0.69
+    instead of DCL's 1.23."""
+    b = ref.masked_batch(A=10, N=9, M=2, seed=3, labels=False)
+    got = cl.make_loss("hcl", tau_plus=0.1, beta=beta, reduction="none")(b)
+    torch.testing.assert_close(got, cl.make_loss("dcl", tau_plus=0.1, reduction="none")(b))
