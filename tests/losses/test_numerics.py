@@ -253,3 +253,35 @@ def test_hcl_masked_columns_carry_no_weight_for_tiny_beta(beta, ref):
     b = ref.masked_batch(A=10, N=9, M=2, seed=3, labels=False)
     got = cl.make_loss("hcl", tau_plus=0.1, beta=beta, reduction="none")(b)
     torch.testing.assert_close(got, cl.make_loss("dcl", tau_plus=0.1, reduction="none")(b))
+
+
+@pytest.mark.parametrize("fill", [float("-inf"), float("nan"), 1e6])
+@pytest.mark.parametrize("name", ALL)
+def test_values_in_masked_columns_are_ignored(name, fill, ref):
+    """Padding columns (``neg_mask`` False) may hold anything, e.g. the ``-inf`` of a masked logit: the loss and its
+    gradient equal those of the batch without the padding. ``-inf`` used to make SupCon (out) and puNCE nan on every
+    row (``0 · -inf`` in the mean over positives); nan padding broke HCL (detached weights), BCL, SupCon (in) and
+    Unbiased."""
+    g = torch.Generator().manual_seed(4)
+    A, N, n = 6, 7, 5
+    pos = torch.randn(A, 2, generator=g, dtype=torch.float64)
+    neg = torch.randn(A, N, generator=g, dtype=torch.float64)
+    mask = torch.zeros(A, N, dtype=torch.bool)
+    mask[:, :n] = True
+    kinds = cl.loss_label_kinds(name)
+    if kinds == frozenset({"pu"}):
+        al, nl = torch.tensor([1, 1, -1, -1, 1, -1]), torch.randint(0, 2, (A, N), generator=g) * 2 - 1
+    else:
+        al, nl = torch.randint(-1, 2, (A,), generator=g), torch.randint(-1, 2, (A, N), generator=g)
+    lab = dict(anchor_labels=al, neg_labels=nl) if kinds else {}
+    padded = neg.masked_fill(~mask, fill).requires_grad_(True)
+    trimmed = neg[:, :n].clone().requires_grad_(True)
+    lab_trim = dict(anchor_labels=al, neg_labels=nl[:, :n]) if kinds else {}
+    loss = cl.make_loss(name, reduction="none")
+    got = loss(ContrastiveBatch(pos, padded, neg_mask=mask, temperature=0.5, **lab))
+    want = loss(ContrastiveBatch(pos, trimmed, temperature=0.5, **lab_trim))
+    torch.testing.assert_close(got, want)
+    (g_pad,) = torch.autograd.grad(got.sum(), padded)
+    (g_trim,) = torch.autograd.grad(want.sum(), trimmed)
+    torch.testing.assert_close(g_pad[:, :n], g_trim)
+    assert bool((g_pad[:, n:] == 0).all())

@@ -22,6 +22,7 @@ sum-reducing gather and DDP's gradient averaging this reproduces the single-proc
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import torch
@@ -76,7 +77,8 @@ def _bad(owner: str, param: str, expected: str, got: Any) -> ConfigError:
 
 
 def prepare_batch(batch: Any, owner: str) -> ContrastiveBatch:
-    """Validate ``batch`` (types, shapes, dtypes, temperature) and return it in the compute dtype.
+    """Validate ``batch`` (types, shapes, dtypes, temperature) and return it in the compute dtype, with the
+    masked-out negative columns set to 0 (their values are never meaningful and get no gradient).
 
     Raises :class:`ConfigError` naming the offending field and what it must be.
     """
@@ -106,7 +108,10 @@ def prepare_batch(batch: Any, owner: str) -> ContrastiveBatch:
     fl = batch.floor_logit
     if isinstance(fl, Tensor) and tuple(fl.shape) not in ((A,), ()):
         raise _bad(owner, "floor_logit", f"a float, or a tensor of shape ({A},)", fl)
-    return batch.to_compute_dtype()
+    batch = batch.to_compute_dtype()
+    if batch.neg_mask is not None:  # padding may hold anything (−inf, nan): no loss may see it, not even as 0·x
+        batch = replace(batch, neg_logits=batch.neg_logits.masked_fill(~batch.neg_mask, 0.0))
+    return batch
 
 
 # ------------------------------------------------------------------------------------------ log-space helpers
