@@ -127,3 +127,20 @@ def test_papers_bound_is_refused_for_bilinear_scores() -> None:
     with pytest.raises(ConfigError, match="no meaning for unbounded bilinear"):
         cl.make_sampler("query_key", embed_dim=4, floor="bound")
     assert cl.make_sampler("query_key", similarity="cosine", floor="bound").floor == "bound"
+
+
+@pytest.mark.parametrize("name", ["dcl", "pucl"])
+def test_clamped_frac_is_dtype_independent_at_large_spread(name):
+    """row_min floor, CURL-like rows with a logit spread of 19 (what a real CURL run reached): in float32 the
+    clamped rows' debiased difference is ≤ 0, but the resolution guard ``eps · e^a`` exceeded the floor
+    ``N e^{min ℓ}``, so those rows were neither set to the floor nor counted: clamped_frac 0.57 instead of 0.94."""
+    b64 = with_floor(curl_like_rows(anchors=512, negatives=127, spread=19.0, dtype=torch.float64), "row_min")
+    b32 = replace(b64, pos_logits=b64.pos_logits.float(), neg_logits=b64.neg_logits.float(),
+                  floor_logit=b64.floor_logit.float())
+    fracs = []
+    for b in (b64, b32):
+        loss = cl.make_loss(name)
+        loss(b)
+        fracs.append(float(loss.last_stats["clamped_frac"]))
+    assert fracs[0] > 0.5
+    assert fracs[1] == pytest.approx(fracs[0], abs=2 / 512)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -194,3 +196,92 @@ def test_hcl_rows_without_any_valid_negative_at_large_beta(beta, dtype):
     neg_rest = neg.detach()[1:].requires_grad_()
     loss(ContrastiveBatch(pos.detach()[1:], neg_rest, neg_mask=mask[1:])).backward()
     torch.testing.assert_close(neg.grad[1:] * 3, neg_rest.grad * 2)  # the other rows' gradients (mean over 3 vs 2)
+
+
+@pytest.mark.parametrize("name", ["dcl", "hcl", "pucl"])
+def test_clamp_is_exact_when_extra_positives_dominate_float32(name, ref):
+    """M > 1 at a small t in float32: the correction's mean positive exceeds the negatives' mass, so the exact clamp
+    is the floor ``N e^{-1/t}``. The dtype-resolution guard of ``log_sub_clamped`` used to replace it by
+    ``eps · Σ e^{ℓ_j} / τ⁻``, which is far above the floor and above the numerator ``e^{ℓ⁺}`` in these rows: losses were
+    off by up to ≈ 11 and the negatives got a gradient although the clamp was active."""
+    g = torch.Generator().manual_seed(0)
+    views = torch.randn(3, 64, 8, generator=g)  # V = 3: M = 2 positives per anchor
+    batch = cl.make_sampler("multi_view", temperature=0.05)(views)
+    hp = {"dcl": {"tau_plus": 0.1}, "hcl": {"tau_plus": 0.1, "beta": 0.0}, "pucl": {"alpha": 0.1, "c": 0.0}}[name]
+    got = cl.make_loss(name, reduction="none", **hp)(batch).double()
+    b64 = ContrastiveBatch(batch.pos_logits.double(), batch.neg_logits.double(), temperature=0.05)
+    want = ref.dcl(b64, 0.1)  # all three reduce to DCL(τ⁺ = 0.1) with these hyperparameters
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_clamped_rows_have_zero_negative_gradient_when_guard_exceeds_floor():
+    """float64, t = 0.01: rows where ``N τ⁺ P̄ ≥ Σ e^{ℓ_j}`` are at the floor (a constant): their loss is
+    ``softplus(log(N e^{-1/t}) − ℓ⁺)`` and the negatives get no gradient."""
+    t, N = 0.01, 12
+    pos = torch.tensor([[18.7, 85.4]], dtype=torch.float64, requires_grad=True)  # P̄ ≫ Σ_j e^{ℓ_j} / (N τ⁺)
+    neg = torch.linspace(-97.0, 80.0, N, dtype=torch.float64)[None].requires_grad_(True)
+    value = cl.make_loss("dcl", tau_plus=0.5)(ContrastiveBatch(pos, neg, temperature=t))
+    value.backward()
+    want = torch.nn.functional.softplus(torch.tensor(math.log(N) - 1 / t - 18.7, dtype=torch.float64))
+    torch.testing.assert_close(value.detach(), want)
+    assert bool((neg.grad == 0).all())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("aggregation", ["outer", "inner"])
+def test_debiased_pos_guard_sets_the_floor_at_small_t(dtype, aggregation):
+    """N = 2 < 2τ⁻/τ⁺ with negatives near 1/t: ``Ê⁺`` would be negative, so the guard sets it to ``e^{-1/t}`` and the
+    loss is ``softplus(log Σ_j e^{ℓ_j} + 1/t)``. The resolution guard used to give ``Ê⁺ = eps·(…)/τ⁺`` instead
+    (float32: loss 15.6 instead of 40.6), and a gradient through the would-be-negative numerator."""
+    t = 0.05
+    pos = torch.tensor([[-10.0]], dtype=dtype, requires_grad=True)
+    neg = torch.tensor([[19.9, 19.9]], dtype=dtype, requires_grad=True)
+    loss = cl.make_loss("debiased_pos", tau_plus=0.1, aggregation=aggregation)
+    value = loss(ContrastiveBatch(pos, neg, temperature=t))
+    value.backward()
+    want = torch.nn.functional.softplus(torch.logsumexp(neg.detach().double(), dim=1) + 1 / t)[0]
+    torch.testing.assert_close(value.double(), want, rtol=1e-6, atol=1e-5)
+    assert float(loss.last_stats["clamped_frac"]) == 1.0
+    assert float(pos.grad.abs().max()) == 0.0
+
+
+@pytest.mark.parametrize("beta", [0.0, 1e-40, 1e-30])
+def test_hcl_masked_columns_carry_no_weight_for_tiny_beta(beta, ref):
+    """``e^{β·NEG}`` does not underflow for tiny β > 0, so masked columns used to count in ``Σ_k e^{βℓ_k}`` (the
+    weights' normaliser) and shrink the reweighted mass by ``N_valid / N_columns``: at β = 1e-40 the loss was 0.69
+    instead of DCL's 1.23."""
+    b = ref.masked_batch(A=10, N=9, M=2, seed=3, labels=False)
+    got = cl.make_loss("hcl", tau_plus=0.1, beta=beta, reduction="none")(b)
+    torch.testing.assert_close(got, cl.make_loss("dcl", tau_plus=0.1, reduction="none")(b))
+
+
+@pytest.mark.parametrize("fill", [float("-inf"), float("nan"), 1e6])
+@pytest.mark.parametrize("name", ALL)
+def test_values_in_masked_columns_are_ignored(name, fill, ref):
+    """Padding columns (``neg_mask`` False) may hold anything, e.g. the ``-inf`` of a masked logit: the loss and its
+    gradient equal those of the batch without the padding. ``-inf`` used to make SupCon (out) and puNCE nan on every
+    row (``0 · -inf`` in the mean over positives); nan padding broke HCL (detached weights), BCL, SupCon (in) and
+    Unbiased."""
+    g = torch.Generator().manual_seed(4)
+    A, N, n = 6, 7, 5
+    pos = torch.randn(A, 2, generator=g, dtype=torch.float64)
+    neg = torch.randn(A, N, generator=g, dtype=torch.float64)
+    mask = torch.zeros(A, N, dtype=torch.bool)
+    mask[:, :n] = True
+    kinds = cl.loss_label_kinds(name)
+    if kinds == frozenset({"pu"}):
+        al, nl = torch.tensor([1, 1, -1, -1, 1, -1]), torch.randint(0, 2, (A, N), generator=g) * 2 - 1
+    else:
+        al, nl = torch.randint(-1, 2, (A,), generator=g), torch.randint(-1, 2, (A, N), generator=g)
+    lab = dict(anchor_labels=al, neg_labels=nl) if kinds else {}
+    padded = neg.masked_fill(~mask, fill).requires_grad_(True)
+    trimmed = neg[:, :n].clone().requires_grad_(True)
+    lab_trim = dict(anchor_labels=al, neg_labels=nl[:, :n]) if kinds else {}
+    loss = cl.make_loss(name, reduction="none")
+    got = loss(ContrastiveBatch(pos, padded, neg_mask=mask, temperature=0.5, **lab))
+    want = loss(ContrastiveBatch(pos, trimmed, temperature=0.5, **lab_trim))
+    torch.testing.assert_close(got, want)
+    (g_pad,) = torch.autograd.grad(got.sum(), padded)
+    (g_trim,) = torch.autograd.grad(want.sum(), trimmed)
+    torch.testing.assert_close(g_pad[:, :n], g_trim)
+    assert bool((g_pad[:, n:] == 0).all())

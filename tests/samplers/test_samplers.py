@@ -150,3 +150,26 @@ def test_samplers_are_modules_with_documented_hparams():
         assert isinstance(s, torch.nn.Module)
         for hp in type(s).hyperparameters:
             assert hp.description and hp.range and hp.source
+
+
+def test_queue_keys_in_another_dtype_than_the_queries():
+    """float64 queries with float32 keys (e.g. a momentum encoder kept in float32): the queue used to store the keys
+    as float32, find them "incompatible" with the float64 queries on every call, and give no negatives ever (InfoNCE
+    silently 0 forever). Keys now follow the queries' dtype."""
+    s = cl.make_sampler("queue", size=8, temperature=0.5)
+    z = _views(V=4, B=3, seed=2)
+    s(z[0], z[1].float())
+    b = s(z[2], z[3].float())
+    assert b.neg_logits.dtype == torch.float64 and bool((b.num_negatives() == 3).all())
+    want = F.normalize(z[2], dim=-1) @ F.normalize(z[1].float(), dim=-1).double().T / 0.5
+    torch.testing.assert_close(b.neg_logits[:, :3], want)
+    assert float(cl.make_loss("infonce")(b)) > 0
+
+
+def test_query_key_cosine_keys_in_another_dtype_than_the_queries():
+    """Cosine scores of float64 queries against float32 keys (the bilinear path already cast; cosine raised)."""
+    s = cl.make_sampler("query_key", similarity="cosine", temperature=0.2)
+    z = _views(V=2, B=4, seed=3)
+    b = s(z[0], z[1].float())
+    assert b.neg_logits.dtype == torch.float64
+    torch.testing.assert_close(b.pos_logits[:, 0], F.cosine_similarity(z[0], z[1].float().double()) / 0.2)

@@ -22,6 +22,7 @@ sum-reducing gather and DDP's gradient averaging this reproduces the single-proc
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import torch
@@ -76,7 +77,8 @@ def _bad(owner: str, param: str, expected: str, got: Any) -> ConfigError:
 
 
 def prepare_batch(batch: Any, owner: str) -> ContrastiveBatch:
-    """Validate ``batch`` (types, shapes, dtypes, temperature) and return it in the compute dtype.
+    """Validate ``batch`` (types, shapes, dtypes, temperature) and return it in the compute dtype, with the
+    masked-out negative columns set to 0 (their values are never meaningful and get no gradient).
 
     Raises :class:`ConfigError` naming the offending field and what it must be.
     """
@@ -106,7 +108,10 @@ def prepare_batch(batch: Any, owner: str) -> ContrastiveBatch:
     fl = batch.floor_logit
     if isinstance(fl, Tensor) and tuple(fl.shape) not in ((A,), ()):
         raise _bad(owner, "floor_logit", f"a float, or a tensor of shape ({A},)", fl)
-    return batch.to_compute_dtype()
+    batch = batch.to_compute_dtype()
+    if batch.neg_mask is not None:  # padding may hold anything (−inf, nan): no loss may see it, not even as 0·x
+        batch = replace(batch, neg_logits=batch.neg_logits.masked_fill(~batch.neg_mask, 0.0))
+    return batch
 
 
 # ------------------------------------------------------------------------------------------ log-space helpers
@@ -173,18 +178,21 @@ def floor_logits(batch: ContrastiveBatch) -> Tensor:
 def log_sub_clamped(log_a: Tensor, log_b: Tensor, log_floor: Tensor) -> Tensor:
     """``log max(e^a − e^b, e^floor)``, computed without ever taking the log of a non-positive number.
 
-    A resolution guard is included: the difference is never trusted below ``eps · e^a`` (``eps`` = machine
-    epsilon of the dtype), where it would be pure rounding noise; this keeps every gradient finite
-    (bounded by ``1/eps``). The price: when the true difference is negative but ``eps · e^a`` exceeds the floor
-    (float32 with t ≲ 0.1), the result is ``eps · e^a`` instead of the floor, so the loss differs from the exact
-    clamp by at most ``log(1 + eps·N·τ⁺/τ⁻)`` (float32, N = 510, τ⁺ = 0.1: ≈ 7e-6; it grows as τ⁺ → 1) and the
-    negatives get a gradient of that size.
+    A resolution guard is included: a *positive* difference is never trusted below ``eps · e^a`` (``eps`` = machine
+    epsilon of the dtype), where it would be pure rounding noise; this keeps every gradient finite (bounded by
+    ``1/eps``). It applies only while ``e^b < e^a``: a difference ≤ 0 gives exactly the floor. A finite result for
+    ``e^b ≥ e^a`` without a floor (``log_floor = −inf``) is the guarded value ``a + log(eps)``.
     When the floor is active the gradient w.r.t. ``a`` and ``b`` is 0 (the floor is a constant).
     """
     eps = torch.finfo(log_a.dtype).eps
-    gap = (log_b - log_a).clamp(max=math.log1p(-eps))  # ≤ log(1 − eps) < 0
-    diff = log_a + torch.log(-torch.expm1(gap))  # log(e^a − e^b), ≥ a + log(eps)
-    return torch.maximum(diff, log_floor)
+    gap = log_b - log_a
+    diff = log_a + torch.log(-torch.expm1(gap.clamp(max=math.log1p(-eps))))  # log(e^a − e^b), ≥ a + log(eps)
+    out = torch.maximum(diff, log_floor)
+    # e^b ≥ e^a: the difference is ≤ 0 and the exact clamp is the floor itself (a constant: zero gradient). The
+    # resolution guard above must not replace it: ``eps · e^a`` can exceed the floor and the numerator positive by
+    # many orders of magnitude (M > 1 positives, small t, unbounded logits). Without a floor (−inf, DebiasedPos
+    # with guard=False) the guarded value is kept, so the result stays finite.
+    return torch.where((gap >= 0) & (log_floor > -math.inf), log_floor.expand_as(out), out)
 
 
 def nll_from_mass(log_mass: Tensor, pos_logit: Tensor) -> Tensor:

@@ -57,7 +57,7 @@ class _TiltedLogRatio(torch.autograd.Function):
         if valid is not None:
             d.masked_fill_(~valid, NEG)
         p0 = torch.mul(d, beta).exp_()  # e^{β(ℓ−m)}
-        if valid is not None and beta == 0.0:
+        if valid is not None:  # β·NEG does not underflow for β = 0 (or any β ≲ 1e-28): zero masked columns explicitly
             p0.masked_fill_(~valid, 0.0)
         p1 = d.exp_().mul_(p0)  # e^{(1+β)(ℓ−m)} (reuses d's buffer)
         # A row with a valid column has its max there (p0 = p1 = 1), so s0, s1 >= 1 and the clamp changes nothing;

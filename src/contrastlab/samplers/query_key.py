@@ -112,7 +112,7 @@ class QueryKeySampler(Sampler):
                 kz = [k.to(dt) for k in ks]
             else:
                 qs = normalize(q) / t
-                kz = [normalize(k) for k in ks]
+                kz = [normalize(k).to(qs.dtype) for k in ks]
             k0 = gather_with_grad(kz[0], "keys").reshape(size * B, -1) if size > 1 else kz[0]  # [B_total, d]
             logits = qs @ k0.T  # [B, B_total]
             pos = torch.stack([(qs * k).sum(dim=1) for k in kz], dim=1)  # [B, M]

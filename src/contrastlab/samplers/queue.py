@@ -87,7 +87,8 @@ class QueueSampler(Sampler):
         rank, size = world() if self.gather_distributed else (0, 1)
         t = float(self.temperature)
         with torch.autocast(device_type=q.device.type, enabled=False):
-            qn, kn = normalize(q), normalize(k)
+            qn = normalize(q)
+            kn = normalize(k).to(qn.dtype)  # the queue holds keys in the queries' dtype (else: never any negative)
             qs = qn / t
             pos = (qs * kn).sum(dim=1, keepdim=True)  # [B, 1]
             compatible = self.keys.dim() == 2 and self.keys.shape[1] == d and self.keys.dtype == qn.dtype
