@@ -32,6 +32,8 @@ from contrastlab import ConfigError, ContrastiveBatch, IncompatibleError, Unknow
         ("debiased_pos", {"aggregation": "sum"}, "aggregation", "outer | inner"),
         ("supcon", {"aggregation": "outer"}, "aggregation", "out | in"),
         ("unbiased", {"fill_to_n": "yes please"}, "fill_to_n", "true | false"),
+        ("unbiased", {"fill_to_n": 0.5}, "fill_to_n", "true | false"),  # bool(0.5) would be True
+        ("hcl", {"detach_weights": 2.5}, "detach_weights", "true | false"),
     ],
 )
 def test_out_of_range_hyperparameters(name, hp, param, range_):

@@ -201,7 +201,9 @@ def _coerce_like(default: Any, value: Any, owner: str, key: str) -> Any:
                 if low in {"false", "0", "no", "off"}:
                     return False
                 raise ValueError(value)
-            return bool(value)
+            if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+                return bool(value)
+            raise ValueError(value)  # 2.5 or "" is not a yes/no (bool(2.5) would silently be True)
         if isinstance(value, bool) and isinstance(default, (int, float)):
             raise ValueError(value)
         if isinstance(default, int) and not isinstance(value, bool):
