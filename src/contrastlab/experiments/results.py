@@ -160,8 +160,12 @@ class Group:
     def values(self, metric: str | None = None) -> list[float]:
         """Finite final values of ``metric`` (default: primary) over the completed seeds."""
         metric = metric or self.primary
-        vals = [r.metrics.get(metric) for r in self.runs if r.status == "completed"]
-        return [v for v in vals if v is not None and math.isfinite(v)]  # a diverged (NaN) seed does not count
+        return [r.metrics[metric] for r in self.scored_runs(metric)]  # a diverged (NaN) seed does not count
+
+    def scored_runs(self, metric: str | None = None) -> list[RunRecord]:
+        """The completed runs with a finite final ``metric`` (default: primary): the seeds :meth:`values` counts."""
+        metric = metric or self.primary
+        return [r for r in self.runs if r.status == "completed" and math.isfinite(r.metrics.get(metric, math.nan))]
 
     def stats(self, metric: str | None = None) -> tuple[float, float, int]:
         """``(mean, sample std (n−1; 0 for one seed), n)``; ``(nan, nan, 0)`` without completed runs."""
