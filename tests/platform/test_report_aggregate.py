@@ -319,3 +319,18 @@ def test_completed_runs_without_a_finite_metric_are_not_called_failed_completed(
         (run / "summary.json").write_text(json.dumps(summary))
     (group,) = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
     assert rt.main_cell(group, False) == "failed: no finite score in 2 completed runs"
+
+
+def test_rows_and_columns_are_in_numeric_order(tmp_path):
+    """Labels sorted as text put `batch_size=128` before `batch_size=64` and `tau_plus=1e-3` after `0.1`; the
+    numbers in labels are compared as numbers."""
+    for batch in ("128", "64", "1024"):
+        for tau in ("0.1", "0.05", "1e-3"):
+            write_synthetic_run(tmp_path, loss="dcl", overrides=[f"--set train.batch_size={batch}", f"{TAU}{tau}"],
+                                final={"score": 0.5})
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    assert list(dict.fromkeys(g.row for g in groups)) == [
+        "toy train.batch_size=64", "toy train.batch_size=128", "toy train.batch_size=1024"
+    ]
+    columns = list(dict.fromkeys(g.column for g in groups))
+    assert columns == ["dcl tau_plus=1e-3", "dcl tau_plus=0.05", "dcl tau_plus=0.1"]
