@@ -334,3 +334,11 @@ def test_rows_and_columns_are_in_numeric_order(tmp_path):
     ]
     columns = list(dict.fromkeys(g.column for g in groups))
     assert columns == ["dcl tau_plus=1e-3", "dcl tau_plus=0.05", "dcl tau_plus=0.1"]
+
+
+def test_a_configuration_still_running_is_not_called_failed(tmp_path):
+    """`platform report` on a compare that is still running: its unfinished configurations read `failed: running`."""
+    write_synthetic_run(tmp_path, loss="a", seed=1, status="running")
+    write_synthetic_run(tmp_path, loss="b", seed=1, final={"score": 0.5})
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    assert rt.main_cell(groups[0], False) == "running (no result yet)"

@@ -107,6 +107,8 @@ def _failed_text(g: Group) -> str:
     if all(r.status == "interrupted" for r in g.runs):  # stopped, not broken: `--resume` (or compare again) goes on
         return "interrupted (resumable)"
     err = next((r.error for r in g.runs if r.error), None)
+    if err is None and all(r.status == "running" for r in g.runs):  # e.g. `platform report` while compare runs
+        return "running (no result yet)"
     done = sum(r.status == "completed" for r in g.runs)
     if err is None and done:  # completed, but the metric diverged (NaN) or is missing from summary.json
         err = f"no finite {g.primary or 'primary metric'} in {done} completed run{'s' * (done != 1)}"
