@@ -40,6 +40,8 @@ def test_parse_grid_and_set():
         ("loss..tau=0.1", "bad key"),
         ("loss.tau plus=0.1", "bad key"),
         ("loss.tau_plus=0.1,0.1", "duplicated"),
+        ("loss.tau_plus=0.1,0.10,1e-1", r"duplicated value\(s\) 0.1, 0.10, 1e-1"),  # one value, three spellings
+        ("train.batch_size=64,064", "duplicated"),
         ("seed=1,2", "--seeds"),
         ("loss.name=dcl,hcl", "--loss"),
     ],

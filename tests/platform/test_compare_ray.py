@@ -292,3 +292,34 @@ def test_a_retry_of_a_run_that_already_completed_reports_it_without_training(tmp
     (out / MARKER).write_text("token")
     result = train_point(point, str(out), "token", None, False, True, {})
     assert result["seconds"] < 5 and "nothing to train" in point.log_path(out).read_text()
+
+
+def test_without_address_a_private_instance_is_started_never_a_leftover_cluster() -> None:
+    """docs: no ``--address`` means "a private Ray instance on this machine only". Plain ``ray.init()`` joins the
+    cluster that ``ray start`` recorded in /tmp/ray/ray_current_cluster, and when that cluster is gone (a head
+    killed without ``ray stop``) it retried for 13 minutes, then said ``--address None: cannot connect``.
+    ``address="local"`` always starts a new instance."""
+    from contrastlab.experiments import ray_cluster
+    from contrastlab.platform.errors import ConfigError
+
+    class FakeRay:
+        def __init__(self, fail: bool = False) -> None:
+            self.calls: list[dict] = []
+            self.fail = fail
+
+        def is_initialized(self) -> bool:
+            return False
+
+        def init(self, **kwargs: object) -> None:
+            self.calls.append(kwargs)
+            if self.fail:
+                raise ConnectionError("Failed to start the GCS\nmore")
+
+    fake = FakeRay()
+    ray_cluster._connect(fake, None)
+    ray_cluster._connect(fake, "auto")
+    assert [c["address"] for c in fake.calls] == ["local", "auto"]
+    with pytest.raises(ConfigError, match=r"^the local Ray instance: cannot start it \(Failed to start the GCS\)$"):
+        ray_cluster._connect(FakeRay(fail=True), None)
+    with pytest.raises(ConfigError, match=r"^--address 10.0.0.5:6379: cannot connect to Ray \(Failed"):
+        ray_cluster._connect(FakeRay(fail=True), "10.0.0.5:6379")

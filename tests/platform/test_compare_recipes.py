@@ -124,6 +124,31 @@ def test_recipe_files_and_their_errors(tmp_path):
         recipes.load_recipe("dcl-tabel3")
 
 
+def test_a_recipe_wide_loss_key_reaches_only_the_parts_whose_losses_have_it():
+    """docs: a ``loss.<hp>`` key reaches only the losses that have ``<hp>``, as with ``--set``. A recipe's own
+    ``sets: {loss.tau_plus: ...}`` made its InfoNCE part fail ("loss infonce has no hyperparameter 'tau_plus'")."""
+    hparams = {"infonce": set(), "dcl": {"tau_plus"}, "hcl": {"tau_plus", "beta"}}
+    recipe = recipes.recipe_from_dict({
+        "plugin": "toy", "preset": "smoke", "sets": {"loss.tau_plus": 0.05, "train.steps": 5},
+        "parts": [{"losses": ["infonce"]}, {"losses": ["dcl", "hcl"]}],
+    })  # fmt: skip
+    points = recipes.expand_recipe(recipe, [1], hparams_of=hparams.__getitem__)
+    assert {p.loss: p.overrides for p in points} == {
+        "infonce": ["train.steps=5"],
+        "dcl": ["loss.tau_plus=0.05", "train.steps=5"],
+        "hcl": ["loss.tau_plus=0.05", "train.steps=5"],
+    }
+    # the same grid from the command line: identical configurations, so the same run directories
+    cli = cmp.expand_grid("toy", ["infonce", "dcl", "hcl"], [1], preset="smoke",
+                          sets=[("loss.tau_plus", "0.05"), ("train.steps", "5")], hparams_of=hparams.__getitem__)
+    assert sorted(p.config_hash for p in points) == sorted(p.config_hash for p in cli)
+    # a recipe-wide key that no loss of the recipe has is still an error
+    bad = recipes.recipe_from_dict({"plugin": "toy", "preset": "smoke", "sets": {"loss.beta": 1},
+                                    "parts": [{"losses": ["infonce"]}, {"losses": ["dcl"]}]})
+    with pytest.raises(UnknownNameError, match=r"unknown key 'loss.beta': no loss of recipe"):
+        recipes.expand_recipe(bad, [1], hparams_of=hparams.__getitem__)
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -293,3 +293,52 @@ def test_row_values_from_overrides_and_config_files_are_written_one_way(tmp_path
     rp.build_report([tmp_path], tmp_path / "out", rows=["eval.lr"])
     table = (tmp_path / "out" / "results.md").read_text()
     assert "| toy eval.lr=0.001 | infonce | 2/2 |" in table and "eval.lr=null" in table  # one row for both
+
+
+def test_one_completed_seed_of_several_says_so(tmp_path):
+    """docs: "One seed shows (n=1); when some seeds did not complete, the cell shows (n=k/N)". With one seed of
+    three completed the cell read `0.5000 (n=1)`, hiding the two failures."""
+    write_synthetic_run(tmp_path, loss="a", seed=1, final={"score": 0.5})
+    for seed in (2, 3):
+        write_synthetic_run(tmp_path, loss="a", seed=seed, status="failed", error="boom")
+    write_synthetic_run(tmp_path, loss="b", seed=1, final={"score": 0.4})
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    assert [rt.main_cell(g, False) for g in groups] == ["0.5000 (n=1/3)", "0.4000 (n=1)"]
+    summary = list(csv.DictReader(rt.write_summary_csv(groups, tmp_path / "summary.csv").open()))
+    assert [(r["n"], r["runs"], r["mean"], r["std"]) for r in summary] == [("1", "3", "0.5", ""), ("1", "1", "0.4", "")]
+
+
+def test_completed_runs_without_a_finite_metric_are_not_called_failed_completed(tmp_path):
+    """Every seed completed but diverged (NaN) or lacks the metric: the cell said `failed: completed`."""
+    import json
+
+    for seed in (1, 2):
+        run = write_synthetic_run(tmp_path, loss="a", seed=seed, final={"score": 0.1})
+        summary = json.loads((run / "summary.json").read_text())
+        summary["metrics"] = {"score": float("nan")} if seed == 1 else {"other": 1.0}
+        (run / "summary.json").write_text(json.dumps(summary))
+    (group,) = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    assert rt.main_cell(group, False) == "failed: no finite score in 2 completed runs"
+
+
+def test_rows_and_columns_are_in_numeric_order(tmp_path):
+    """Labels sorted as text put `batch_size=128` before `batch_size=64` and `tau_plus=1e-3` after `0.1`; the
+    numbers in labels are compared as numbers."""
+    for batch in ("128", "64", "1024"):
+        for tau in ("0.1", "0.05", "1e-3"):
+            write_synthetic_run(tmp_path, loss="dcl", overrides=[f"--set train.batch_size={batch}", f"{TAU}{tau}"],
+                                final={"score": 0.5})
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    assert list(dict.fromkeys(g.row for g in groups)) == [
+        "toy train.batch_size=64", "toy train.batch_size=128", "toy train.batch_size=1024"
+    ]
+    columns = list(dict.fromkeys(g.column for g in groups))
+    assert columns == ["dcl tau_plus=1e-3", "dcl tau_plus=0.05", "dcl tau_plus=0.1"]
+
+
+def test_a_configuration_still_running_is_not_called_failed(tmp_path):
+    """`platform report` on a compare that is still running: its unfinished configurations read `failed: running`."""
+    write_synthetic_run(tmp_path, loss="a", seed=1, status="running")
+    write_synthetic_run(tmp_path, loss="b", seed=1, final={"score": 0.5})
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    assert rt.main_cell(groups[0], False) == "running (no result yet)"

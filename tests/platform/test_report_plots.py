@@ -167,3 +167,27 @@ def test_aggregate_curve_is_iqm_over_tasks_and_seeds():
     steps, est, lo, hi = aggregate_curve([[flat]])
     assert est.tolist() == [0.0, 1.0] and np.isnan(lo).all()  # one run: no interval
     assert len(aggregate_curve([[[]]])[0]) == 0
+
+
+def test_a_crashed_seed_neither_cuts_nor_shifts_the_curves(tmp_path, monkeypatch):
+    """Curves were drawn from every run, completed or not: seeds are aligned on the steps they all cover, so a
+    seed that crashed at step 20 cut the completed seeds' curves to steps 10-20, and its values entered the mean
+    (and the aggregate IQM). The tables count the completed seeds only; so do the curves now."""
+    from contrastlab.experiments import plots
+
+    good = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
+    for seed in (1, 2):
+        write_synthetic_run(tmp_path, loss="a", seed=seed, final={"score": 0.6}, curve=good)
+    write_synthetic_run(tmp_path, loss="a", seed=3, status="failed", error="boom", curve=[5.0, 5.0])
+    write_synthetic_run(tmp_path, loss="b", seed=1, status="failed", error="boom", curve=[0.3, 0.2])
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    assert [len(plots.curve_runs(g)) for g in groups] == [2, 1]  # b: nothing completed, what it logged is shown
+    drawn: dict[str, tuple] = {}
+    monkeypatch.setattr(plots, "mean_band", lambda curves: drawn.setdefault(str(len(drawn)), mean_band(curves)))
+    plots.plot_curves(groups, tmp_path / "curves.png")
+    steps, mean, _ = drawn["0"]
+    assert steps.tolist() == [10, 20, 30, 40, 50, 60] and mean == pytest.approx(good)
+    seen: list = []
+    monkeypatch.setattr(plots, "aggregate_curve", lambda tasks: seen.append(tasks) or aggregate_curve(tasks))
+    plots.plot_aggregate(groups, tmp_path / "aggregate.png")
+    assert [len(runs) for tasks in seen for runs in tasks] == [2]  # a's two completed seeds; b never completed

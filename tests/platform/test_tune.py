@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -78,11 +79,14 @@ def env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1")
 
 
-def states(url: str) -> list[str]:
+def states(url: str, *, owned: bool = False) -> list[str]:
+    """The trials' states; with ``owned``, a RUNNING trial counts only once its driver has recorded its pid (a
+    trial killed before that cannot be told from one another machine is starting, so it is not re-queued)."""
     try:
-        return [t.state.name for t in optuna.load_study(study_name="recsys-dcl", storage=url).trials]
+        trials = optuna.load_study(study_name="recsys-dcl", storage=url).trials
     except Exception:  # not created yet, or the schema is being created by the tune process
         return []
+    return [t.state.name if not owned or "pid" in t.user_attrs else "STARTING" for t in trials]
 
 
 @pytest.mark.slow
@@ -94,7 +98,7 @@ def test_killed_study_resumes_to_exactly_four_trials_and_best_config_trains(tmp_
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env(), start_new_session=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and first.poll() is None:  # kill it while trial 1 trains
-        if (out / "study.db").is_file() and states(url)[:2] == ["COMPLETE", "RUNNING"]:
+        if (out / "study.db").is_file() and states(url, owned=True)[:2] == ["COMPLETE", "RUNNING"]:
             break
         time.sleep(0.3)
     os.killpg(first.pid, signal.SIGKILL)
@@ -186,3 +190,29 @@ def test_pruning_reads_the_curve_while_the_run_trains_and_stops_it(tmp_path, mon
         tn.train_locally(spec, point, tmp_path / "t", trial, prune=True)
     assert time.monotonic() - start < 3.5  # stopped well before the 4 s the fake run takes
     assert not (point.run_dir(tmp_path / "t") / "summary.json").exists()
+
+
+def test_a_trial_records_its_driver_before_anything_else(tmp_path):
+    """A driver killed while its trial samples left a RUNNING trial without host/pid, which recover_stale can never
+    re-queue (the killed-study test above was flaky for this): the owner is now recorded first."""
+    from types import SimpleNamespace
+
+    from contrastlab.experiments import tune as tn
+
+    class StopError(Exception):
+        pass
+
+    class FakeTrial:
+        number, user_attrs = 0, {}
+
+        def set_user_attr(self, key, value):
+            self.user_attrs[key] = value
+
+        def suggest_float(self, *args, **kwargs):
+            raise StopError(dict(self.user_attrs))  # the driver is killed while sampling
+
+    plugin = SimpleNamespace(name="recsys", primary_metric="eval/ndcg@20", higher_is_better=True)
+    spec = tn.TuneSpec(plugin, "dcl", "smoke", [], [tn.parse_search("loss.tau_plus=uniform(0.01,0.2)")], [1], tmp_path)
+    with pytest.raises(StopError) as info:
+        tn.objective(spec, FakeTrial())
+    assert info.value.args[0] == {"host": socket.gethostname(), "pid": os.getpid()}

@@ -79,10 +79,21 @@ def parse_grid(spec: str) -> GridAxis:
     values = [v.strip() for v in raw.split(",")]
     if not raw.strip() or any(not v for v in values):
         raise ConfigError(f"--grid '{spec}': empty value; give comma-separated values like {key}=0.01,0.1")
-    dupes = sorted({v for v in values if values.count(v) > 1})
+    same = [_same_value(v) for v in values]  # 0.1 and 0.10 are one configuration, run under two names
+    dupes = sorted({v for v, k in zip(values, same, strict=True) if same.count(k) > 1})
     if dupes:
         raise ConfigError(f"--grid '{spec}': duplicated value(s) {', '.join(dupes)}")
     return GridAxis(key, tuple(values))
+
+
+def _same_value(value: str) -> object:
+    """What a grid value means, for spotting duplicates: the number for numeric text (``0.1`` = ``0.10`` =
+    ``1e-1``), else the text."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return number if math.isfinite(number) else value
 
 
 def parse_losses(spec: str) -> list[str]:

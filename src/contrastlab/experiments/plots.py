@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from contrastlab.experiments import stats as st
-from contrastlab.experiments.results import Group, load_curves
+from contrastlab.experiments.results import Group, RunRecord, load_curves
 from contrastlab.experiments.tables import verdicts
 
 
@@ -134,6 +134,13 @@ def curve_tags(groups: Sequence[Group], tag: str | None = None) -> dict[str, str
     return out
 
 
+def curve_runs(g: Group) -> list[RunRecord]:
+    """The runs whose curves are drawn: the seeds the tables count (completed, finite final metric), so that a
+    crashed or diverged seed neither cuts the others' curves short (seeds are aligned on the steps they all cover)
+    nor pulls the mean; every run when no seed counts (what the failed runs logged is still shown)."""
+    return g.scored_runs() or list(g.runs)
+
+
 def _xlabel(tag: str | None) -> str:
     return "environment frames" if tag and "frames" in tag else "step"
 
@@ -146,12 +153,14 @@ def plot_curves(groups: Sequence[Group], path: Path, tags: dict[str, str | None]
     for ax, row in zip(axes, rows, strict=False):
         use, drawn = tags.get(row), 0
         for g in (g for g in groups if g.row == row):
-            runs = [load_curves(r.run_dir) for r in g.runs]
-            steps, mean, std = mean_band([c.get(use, []) for c in runs]) if use else ([], [], [])
+            curves = [c for c in (load_curves(r.run_dir).get(use or "", []) for r in curve_runs(g)) if c]
+            steps, mean, std = mean_band(curves) if use else ([], [], [])
             if len(steps) == 0:
                 continue
             marker = "o" if len(steps) < 5 else None  # a single evaluation is still visible
-            ax.plot(steps, mean, color=colors[g.column], label=f"{g.column} (n={len(g.runs)})", lw=1.8, marker=marker)
+            done = "" if g.scored_runs() else ", not completed"
+            label = f"{g.column} (n={len(curves)}{done})"
+            ax.plot(steps, mean, color=colors[g.column], label=label, lw=1.8, marker=marker)
             ax.fill_between(steps, mean - std, mean + std, color=colors[g.column], alpha=0.2, lw=0)
             drawn += 1
         ax.set_title(row)
@@ -217,10 +226,10 @@ def plot_aggregate(groups: Sequence[Group], path: Path, tags: dict[str, str | No
         rows = list(dict.fromkeys(g.row for g in mine))
         drawn = 0
         for col in dict.fromkeys(g.column for g in mine):
-            per_row = [next((g for g in mine if g.row == r and g.column == col), None) for r in rows]
-            if not all(per_row):
+            per_row = [next((g for g in mine if g.row == r and g.column == col and g.values()), None) for r in rows]
+            if not all(per_row):  # as the aggregate table: only a configuration that completed in every task
                 continue
-            tasks = [[load_curves(r.run_dir).get(tags.get(g.row) or "", []) for r in g.runs] for g in per_row]
+            tasks = [[load_curves(r.run_dir).get(tags.get(g.row) or "", []) for r in g.scored_runs()] for g in per_row]
             if not all(any(runs) for runs in tasks):
                 continue
             steps, est, low, high = aggregate_curve(tasks)

@@ -90,13 +90,13 @@ def _connect(ray: Any, address: str | None) -> Any:
         return ray
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     try:
-        if address is None:
-            ray.init(**kwargs)
-        else:
-            ray.init(address=address, **kwargs)
+        # no --address: a private instance. Plain `ray.init()` would join a cluster that `ray start` left on this
+        # machine (/tmp/ray/ray_current_cluster), and wait many minutes when that cluster is gone; "local" never does
+        ray.init(address="local" if address is None else address, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ConfigError(f"--address {address}: cannot connect to Ray ({first[:200]})") from None
+        where = f"--address {address}: cannot connect to Ray" if address else "the local Ray instance: cannot start it"
+        raise ConfigError(f"{where} ({first[:200]})") from None
     return ray
 
 

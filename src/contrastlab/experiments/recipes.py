@@ -222,7 +222,9 @@ def expand_recipe(
     """
     override = dict(sets)
     hp = {loss: hparams_of(loss) for part in recipe.parts for loss in part.losses}
-    for key in override:
+    # keys shared by every part (--set, the recipe's sets, its task rows): each must reach some loss of the recipe
+    shared = [*override, *(k for k, _ in recipe.sets), *(k for task in recipe.tasks for k, _ in task)]
+    for key in dict.fromkeys(shared):
         if not any(key_applies(key, hp[loss]) for loss in hp):
             valid = sorted({f"loss.{h}" for hs in hp.values() for h in hs})
             raise UnknownNameError(
@@ -233,10 +235,17 @@ def expand_recipe(
     for task in recipe.tasks:
         task_keys = dict(task)
         for part in recipe.parts:
-            mine = {k for loss in part.losses for k in override if key_applies(k, hp[loss])}
-            fixed = {k: v for k, v in (*recipe.sets, *part.sets) if k not in task_keys}
+
+            def reaches(key: str, losses: Sequence[str] = part.losses) -> bool:
+                return any(key_applies(key, hp[loss]) for loss in losses)
+
+            # a shared loss.<hp> key reaches only the parts with a loss that has <hp>, as --set does
+            mine = {k for k in override if reaches(k)}
+            fixed = {k: v for k, v in recipe.sets if k not in task_keys and reaches(k)}
+            fixed.update({k: v for k, v in part.sets if k not in task_keys})
             fixed.update({k: override[k] for k in mine})
-            axes = [GridAxis(k, (v,)) for k, v in task if k not in fixed]  # one-value axes: they name the run
+            # one-value axes: they name the run
+            axes = [GridAxis(k, (v,)) for k, v in task if k not in fixed and reaches(k)]
             axes += [a for a in part.grid if a.key not in fixed]
             expanded = expand_grid(
                 recipe.plugin,

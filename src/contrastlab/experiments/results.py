@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,8 +161,12 @@ class Group:
     def values(self, metric: str | None = None) -> list[float]:
         """Finite final values of ``metric`` (default: primary) over the completed seeds."""
         metric = metric or self.primary
-        vals = [r.metrics.get(metric) for r in self.runs if r.status == "completed"]
-        return [v for v in vals if v is not None and math.isfinite(v)]  # a diverged (NaN) seed does not count
+        return [r.metrics[metric] for r in self.scored_runs(metric)]  # a diverged (NaN) seed does not count
+
+    def scored_runs(self, metric: str | None = None) -> list[RunRecord]:
+        """The completed runs with a finite final ``metric`` (default: primary): the seeds :meth:`values` counts."""
+        metric = metric or self.primary
+        return [r for r in self.runs if r.status == "completed" and math.isfinite(r.metrics.get(metric, math.nan))]
 
     def stats(self, metric: str | None = None) -> tuple[float, float, int]:
         """``(mean, sample std (n−1; 0 for one seed), n)``; ``(nan, nan, 0)`` without completed runs."""
@@ -218,4 +223,14 @@ def group_runs(records: Sequence[RunRecord], rows: Sequence[str] | None = None) 
         )
         col = _label([first.loss, *(f"{k.removeprefix('loss.')}={display_value(ov[k])}" for k in col_keys if k in ov)])
         groups.append(Group(row, col, sorted(recs, key=lambda r: r.seed)))
-    return sorted(groups, key=lambda g: (g.row, g.column))
+    return sorted(groups, key=lambda g: (natural_key(g.row), natural_key(g.column)))
+
+
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])([+-]?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?![A-Za-z0-9_])")
+
+
+def natural_key(label: str) -> tuple[tuple[int, Any], ...]:
+    """Sort key that reads the numbers in a label as numbers: ``batch_size=64`` before ``batch_size=128``, and
+    ``tau_plus=0.01`` < ``tau_plus=0.05`` < ``tau_plus=0.1`` (plain text order would put 128 before 64)."""
+    parts = _NUMBER.split(label)
+    return tuple((1, float(p)) if i % 2 else (0, p) for i, p in enumerate(parts))

@@ -106,8 +106,13 @@ def fmt_interval(estimate: float, lo: float, hi: float, dec: int | None = None) 
 def _failed_text(g: Group) -> str:
     if all(r.status == "interrupted" for r in g.runs):  # stopped, not broken: `--resume` (or compare again) goes on
         return "interrupted (resumable)"
-    err = next((r.error for r in g.runs if r.error), None) or next(iter({r.status for r in g.runs}), "?")
-    return f"failed: {str(err)[:60]}"
+    err = next((r.error for r in g.runs if r.error), None)
+    if err is None and all(r.status == "running" for r in g.runs):  # e.g. `platform report` while compare runs
+        return "running (no result yet)"
+    done = sum(r.status == "completed" for r in g.runs)
+    if err is None and done:  # completed, but the metric diverged (NaN) or is missing from summary.json
+        err = f"no finite {g.primary or 'primary metric'} in {done} completed run{'s' * (done != 1)}"
+    return f"failed: {str(err or next(iter({r.status for r in g.runs}), '?'))[:60]}"
 
 
 def main_cell(g: Group, winner: bool) -> str:
@@ -117,12 +122,13 @@ def main_cell(g: Group, winner: bool) -> str:
     if n == 0:
         return _failed_text(g)
     _, lo, hi = g.interval("mean")
-    text = fmt_mean_std(mean, std, n)
-    if n > 1:
-        dec = decimals(mean)
-        text += f" [{lo:.{dec}f}, {hi:.{dec}f}]"
+    dec = decimals(mean)
+    if n == 1:  # no std and no interval; `(n=1)`, or `(n=1/N)` below when other seeds did not complete
+        text = f"{mean:.{dec}f}" if len(g.runs) > 1 else fmt_mean_std(mean, std, n)
+    else:
+        text = f"{fmt_mean_std(mean, std, n)} [{lo:.{dec}f}, {hi:.{dec}f}]"
     text = f"**{text}**" if winner else text
-    return text if n == len(g.runs) or n == 1 else f"{text} (n={n}/{len(g.runs)})"
+    return text if n == len(g.runs) else f"{text} (n={n}/{len(g.runs)})"
 
 
 # ---------------------------------------------------------------------------------------------- aggregate
@@ -293,7 +299,7 @@ def write_summary_csv(groups: Sequence[Group], path: Path) -> Path:
             mean, std, n = g.stats()
             v = judged[g.row]
             verdict = "best" if v.winner == g.column else ("tie" if g.column in v.leaders else "")
-            nums = [mean, std, *g.interval("mean")[1:], *g.interval("iqm")]
+            nums = [mean, std if n > 1 else math.nan, *g.interval("mean")[1:], *g.interval("iqm")]  # no std of 1
             cells = ["" if math.isnan(x) else f"{x:.6g}" for x in nums]
             writer.writerow([g.row, g.column, g.primary, g.higher_is_better, n, len(g.runs), *cells, verdict])
     return path

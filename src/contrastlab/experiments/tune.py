@@ -266,9 +266,9 @@ def recorded(trial: Any) -> bool:
 
 def objective(spec: TuneSpec, trial: Any) -> float:
     """Sample the search space, train every seed, and return the mean primary metric."""
+    trial.set_user_attr("host", socket.gethostname())  # first: a driver killed from here on leaves a trial
+    trial.set_user_attr("pid", os.getpid())  # that recover_stale can tell is orphaned
     values = {p.key: p.suggest(trial) for p in spec.params}
-    trial.set_user_attr("host", socket.gethostname())
-    trial.set_user_attr("pid", os.getpid())
     trial_out = spec.out / "trials" / f"{trial.number:04d}"
     trial.set_user_attr("dir", str(trial_out))
     trial.set_user_attr("values", values)
