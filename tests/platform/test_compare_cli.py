@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 import test_compare_support as toy
@@ -86,8 +87,8 @@ def test_tiny_real_compare_then_resume_skip(toy_pm, tmp_path, monkeypatch):
         tau = float(r["overrides"].split("=")[1]) if r["overrides"] else 0.0
         assert float(r["score"]) == pytest.approx(toy.toy_score(int(r["seed"]), tau, 6))
     md = (out / "results.md").read_text()
-    row = "| toy | score (↑) | **0.7350 ± 0.0071 [0.7300, 0.7400]** | 0.6350 ± 0.0071 [0.6300, 0.6400] |"
-    assert f"{row} toy_debiased tau_plus=0.1 |" in md  # the intervals separate: a winner
+    row = "| toy | score (↑) | 0.7350 ± 0.0071 [0.6715, 0.7985] | 0.6350 ± 0.0071 [0.5715, 0.6985] |"
+    assert f"{row} tie: toy_debiased tau_plus=0.1, toy_plain |" in md  # 2 seeds: t intervals (±12.7·s/√2) overlap
     for png in ("curves.png", "final.png"):
         assert (out / png).stat().st_size > 10_000
     assert len(list((out / "tensorboard" / "toy").glob("*/s*"))) == 4
@@ -194,3 +195,17 @@ def test_set_device_with_devices_is_refused_before_any_run(toy_pm, tmp_path):
     result = CliRunner().invoke(app, [*BASE, "--devices", "0", "--set", "device=cpu", "--out", str(tmp_path / "c")])
     assert result.exit_code == 2 and "--set device conflicts with --devices" in result.output, result.output
     assert not (tmp_path / "c").exists()
+
+
+def test_recorded_rows_keeps_a_tuned_compares_single_row(tmp_path: Path) -> None:
+    """compare --tuned records rows [] (one row, losses as columns); report must rebuild that, not default rows."""
+    from contrastlab.cli.compare import recorded_rows
+
+    tuned, plain, other = tmp_path / "tuned", tmp_path / "plain", tmp_path / "other"
+    for d, rows in ((tuned, []), (plain, None), (other, ["env.task"])):
+        d.mkdir()
+        (d / "compare.json").write_text(json.dumps({"rows": rows}))
+    assert recorded_rows([tuned]) == []
+    assert recorded_rows([plain]) is None
+    assert recorded_rows([tuned, plain]) == []
+    assert recorded_rows([tuned, other]) is None  # they disagree: the default rows

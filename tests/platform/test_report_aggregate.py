@@ -5,7 +5,9 @@ from __future__ import annotations
 import csv
 import math
 
+import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 from test_compare_support import write_synthetic_run
 
 from contrastlab.experiments import report as rp
@@ -14,6 +16,13 @@ from contrastlab.experiments import tables as rt
 from contrastlab.platform.errors import RunDirError
 
 TAU = "--set loss.tau_plus="
+
+
+def t_interval(values: list[float]) -> tuple[float, float, float]:
+    """The 95 % Student-t interval of the mean, from scipy (an implementation independent of ours)."""
+    x = np.asarray(values, float)
+    low, high = scipy_stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=scipy_stats.sem(x))
+    return float(x.mean()), float(low), float(high)
 
 
 @pytest.fixture
@@ -52,8 +61,8 @@ def test_grouping_and_stats(table3):
     mean, std, n = dcl1.stats()
     assert (mean, n) == (pytest.approx(0.8), 2) and std == pytest.approx(math.sqrt(0.005))
     assert dcl05.stats("loss") == (pytest.approx(2.0), pytest.approx(0.0), 3)
-    assert dcl05.interval("mean") == (pytest.approx(0.9), pytest.approx(0.8), pytest.approx(1.0))
-    # the intervals of dcl τ+=0.05 [0.8, 1.0] and infonce [0.6, 0.8] touch: no winner, a three-way tie
+    assert dcl05.interval("mean") == pytest.approx(t_interval([0.8, 0.9, 1.0]))  # Student-t, [0.6516, 1.1484]
+    # the intervals of dcl τ+=0.05 and infonce [0.4516, 0.9484] overlap: no winner, a three-way tie
     verdict = rt.verdicts(groups)["toy"]
     assert verdict.winner is None
     assert verdict.leaders == ("dcl tau_plus=0.05", "dcl tau_plus=0.1", "infonce")
@@ -68,8 +77,8 @@ def test_markdown_marks_best_and_failures(table3):
     assert header in md
     row = next(line for line in md.splitlines() if line.startswith("| toy | score"))
     assert row == (
-        "| toy | score (↑) | 0.9000 ± 0.1000 [0.8000, 1.0000] | 0.8000 ± 0.0707 [0.7500, 0.8500] (n=2/3) "
-        "| 0.7000 ± 0.1000 [0.6000, 0.8000] | tie: dcl tau_plus=0.05, dcl tau_plus=0.1, infonce |"
+        "| toy | score (↑) | 0.9000 ± 0.1000 [0.6516, 1.1484] | 0.8000 ± 0.0707 [0.1647, 1.4353] (n=2/3) "
+        "| 0.7000 ± 0.1000 [0.4516, 0.9484] | tie: dcl tau_plus=0.05, dcl tau_plus=0.1, infonce |"
     )
     assert "**" not in row  # overlapping intervals: nothing is bold
     assert "| toy | 0.9000 [0.8000, 1.0000] | 0.8000 [0.7500, 0.8500] | 0.7000 [0.6000, 0.8000] |" in md  # IQM
@@ -85,9 +94,9 @@ def test_lower_is_better_and_all_failed(tmp_path):
     for r in records:
         r.higher_is_better = False
     groups = rs.group_runs(records)
-    assert rt.verdicts(groups)["toy"].leaders == ("b", "a")  # lower is better; [0.2, 0.3] and [0.3, 0.4] touch
+    assert rt.verdicts(groups)["toy"].leaders == ("b", "a")  # lower is better; the two intervals overlap
     md = rt.markdown(groups)
-    assert "| 0.2500 ± 0.0707 [0.2000, 0.3000] |" in md and "failed: DataMissingError: no data" in md
+    assert "| 0.2500 ± 0.0707 [-0.3853, 0.8853] |" in md and "failed: DataMissingError: no data" in md
 
 
 def test_rows_are_tasks_columns_are_losses(tmp_path):
@@ -162,10 +171,11 @@ def test_best_is_bold_only_when_its_interval_excludes_the_others(tmp_path):
     groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path / "two"])])
     assert rt.verdicts(groups)["toy"].winner == "a"
     md = rt.markdown(groups)
-    assert "| toy | score (↑) | **0.9100 ± 0.0100 [0.9000, 0.9200]** | 0.5100 ± 0.0100 [0.5000, 0.5200] | a |" in md
+    assert "| toy | score (↑) | **0.9100 ± 0.0100 [0.8852, 0.9348]** | 0.5100 ± 0.0100 [0.4852, 0.5348] | a |" in md
     summary = list(csv.DictReader(rt.write_summary_csv(groups, tmp_path / "summary.csv").open()))
     assert [(r["configuration"], r["verdict"], r["n"]) for r in summary] == [("a", "best", "3"), ("b", "", "3")]
-    assert float(summary[0]["ci_low"]) == pytest.approx(0.90) and float(summary[0]["ci_high"]) == pytest.approx(0.92)
+    low, high = t_interval([0.90, 0.91, 0.92])[1:]
+    assert float(summary[0]["ci_low"]) == pytest.approx(low) and float(summary[0]["ci_high"]) == pytest.approx(high)
 
 
 def test_intervals_are_reproducible(table3, tmp_path):
@@ -206,7 +216,7 @@ def test_nan_final_metric_is_not_averaged(tmp_path):
     (run / "summary.json").write_text(summary)
     (group,) = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
     assert group.stats() == (pytest.approx(0.6), pytest.approx(math.sqrt(0.02)), 2)
-    assert "0.6000 ± 0.1414 [0.5000, 0.7000] (n=2/3)" in rt.markdown([group])
+    assert "0.6000 ± 0.1414 [-0.6706, 1.8706] (n=2/3)" in rt.markdown([group])
 
 
 def test_unknown_rows_key_and_curve_tag_are_errors(tmp_path):
@@ -342,3 +352,16 @@ def test_a_configuration_still_running_is_not_called_failed(tmp_path):
     write_synthetic_run(tmp_path, loss="b", seed=1, final={"score": 0.5})
     groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
     assert rt.main_cell(groups[0], False) == "running (no result yet)"
+
+
+def test_two_seeds_apart_by_chance_are_a_tie_not_a_winner(tmp_path):
+    """With two seeds the percentile bootstrap interval is [min, max]: [1.0, 1.1] and [1.2, 1.3] would have made
+    b the winner, as happens for two identical configurations in about 1 comparison of 3. The t interval
+    (±12.7·s/√2) keeps them tied."""
+    for loss, vals in {"a": [1.0, 1.1], "b": [1.2, 1.3]}.items():
+        for seed, v in enumerate(vals, start=1):
+            write_synthetic_run(tmp_path, loss=loss, seed=seed, final={"score": v})
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    verdict = rt.verdicts(groups)["toy"]
+    assert verdict.winner is None and verdict.leaders == ("b", "a")
+    assert groups[1].interval("mean") == pytest.approx(t_interval([1.2, 1.3]))

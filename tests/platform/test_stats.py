@@ -64,3 +64,18 @@ def test_separated():
     assert not st.separated((0.1, 0.2), [(0.3, 0.4)], higher_is_better=True)
     assert not st.separated((float("nan"), float("nan")), [(0.0, 0.1)], higher_is_better=True)
     assert not st.separated((0.9, 1.0), [(float("nan"), float("nan"))], higher_is_better=True)
+
+
+def test_t_interval_matches_scipy_and_its_edges():
+    from scipy import stats as scipy_stats
+
+    from contrastlab.experiments.stats import t_interval
+
+    for values in ([0.2, 0.3], [0.6, 0.7, 0.8], [1.0, 2.0, 4.0, 8.0, 16.0]):
+        x = np.asarray(values)
+        low, high = scipy_stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=scipy_stats.sem(x))
+        assert t_interval(values) == pytest.approx((x.mean(), low, high))
+    centre, low, high = t_interval([0.5])
+    assert centre == 0.5 and np.isnan(low) and np.isnan(high)  # one seed: no interval
+    assert t_interval([0.5, 0.5, 0.5]) == (0.5, 0.5, 0.5)  # equal seeds: zero width
+    assert all(np.isnan(v) for v in t_interval([]))

@@ -90,7 +90,7 @@ def recorded_rows(dirs: Sequence[Path]) -> list[str] | None:
     found = set()
     for d in dirs:
         spec = runner.read_json(Path(d) / "compare.json") or {}
-        if spec.get("rows"):
+        if spec.get("rows") is not None:  # [] is a choice too: one row (compare --tuned), losses as columns
             found.add(tuple(spec["rows"]))
     return list(found.pop()) if len(found) == 1 else None
 

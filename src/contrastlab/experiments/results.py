@@ -178,12 +178,16 @@ class Group:
         return mean, math.sqrt(var), len(vals)
 
     def interval(self, stat: str = "mean", metric: str | None = None) -> tuple[float, float, float]:
-        """``(estimate, low, high)``: ``stat`` (``mean``/``iqm``) over the completed seeds with a 95 % percentile
-        bootstrap interval (fixed seed, see :mod:`.stats`); the bounds are nan below two seeds."""
+        """``(estimate, low, high)``: ``stat`` (``mean``/``iqm``) over the completed seeds with a 95 % interval:
+        Student-t for the mean, percentile bootstrap (fixed seed) for the IQM (see :mod:`.stats`); the bounds are
+        nan below two seeds."""
         key = (stat, metric or self.primary)
         if key not in self._intervals:
             vals = self.values(metric)
-            est = st.interval(np.array(vals), stat) if vals else (math.nan, math.nan, math.nan)
+            if not vals:
+                est: tuple[float, float, float] = (math.nan, math.nan, math.nan)
+            else:
+                est = st.t_interval(vals) if stat == "mean" else st.interval(np.array(vals), stat)
             self._intervals[key] = (float(est[0]), float(est[1]), float(est[2]))
         return self._intervals[key]
 

@@ -1,7 +1,8 @@
 """The tables of ``platform report``: ``results.md``, ``results.csv`` and ``summary.csv``.
 
-Every interval is a 95 % percentile bootstrap over seeds with a fixed seed (:mod:`.stats`), so a rebuilt report
-prints the same numbers. "Best" is claimed only where the best configuration's interval excludes every other
+The main table's interval of a configuration's mean is a 95 % Student-t interval over its seeds; the IQM and the
+aggregate over tasks get 95 % percentile bootstrap intervals with a fixed seed (:mod:`.stats`), so a rebuilt
+report prints the same numbers. "Best" is claimed only where the best configuration's interval excludes every other
 configuration's interval in the same task; otherwise the task's ``best`` cell says ``tie`` and names the
 configurations whose intervals overlap the leader's.
 """
@@ -20,7 +21,7 @@ from contrastlab.experiments import stats as st
 from contrastlab.experiments.results import Group
 
 CI_NOTE = (
-    f"95 % CI: percentile bootstrap over seeds ({st.REPS:,} resamples, seed {st.SEED}; undefined for one seed)"
+    "95 % CI: Student-t interval of the mean over seeds (mean ± t·s/√n; undefined for one seed)"
 )
 """How the intervals were computed (printed under the tables)."""
 
