@@ -349,3 +349,94 @@ def test_reopened_run_with_missing_data_says_where_the_data_is_named(
         assert code == 2 and "/data/x not found" in out and "Traceback" not in out, out
         assert f"{run_dir / 'config.yaml'}: put it back there" in " ".join(out.split()), out
     assert not (done / "eval.json").exists() and not list(killed.dir.glob("checkpoints/*"))
+
+
+def _events_per_file(run_dir: Path, tag: str) -> list[int]:
+    """The steps of ``tag`` in every event file, file by file (no purge: what a plain event-file reader sees)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    steps: list[int] = []
+    for path in sorted(run_dir.glob("events.out.tfevents.*")):
+        acc = EventAccumulator(str(path))
+        acc.Reload()
+        if tag in acc.Tags()["scalars"]:
+            steps += [e.step for e in acc.Scalars(tag)]
+    return steps
+
+
+def _toy_run(tmp_path: Path):
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.plugins import get_task_plugin
+    from contrastlab.platform.run import Run
+
+    plugin = get_task_plugin("toy_clusters")
+    return Run.create(plugin, resolve_config(plugin, loss="dcl", sets=["train.steps=20"], device="cpu"), tmp_path)
+
+
+def test_resume_drops_rows_logged_after_the_checkpoint_at_its_own_step(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """A final evaluation is logged at the final checkpoint's step, after it: killed before summary.json, the
+    resumed run logs it again, and the first copy must go (it used to stay: a step-based cut keeps step == N)."""
+    from contrastlab.platform.run import Run
+
+    run = _toy_run(tmp_path)
+    run.log({"train/loss": 1.0}, 20)
+    run.save_checkpoint({}, 20, final=True)
+    run.log({"eval/acc": 0.5}, 20)  # then killed before finish()
+    run.writer.flush()
+    resumed = Run.open(run.dir)
+    resumed.log({"eval/acc": 0.5}, 20)
+    resumed.finish({"eval/acc": 0.5})
+    rows = read_metrics(run.dir)
+    assert [(r["step"], sorted(k for k in r if "/" in k)) for r in rows] == [(20, ["train/loss"]), (20, ["eval/acc"])]
+    assert [s for s, _ in scalars(run.dir, "eval/acc")] == [20]
+    assert _events_per_file(run.dir, "eval/acc") == [20] and _events_per_file(run.dir, "train/loss") == [20]
+
+
+def test_resume_cuts_the_event_files_back_to_the_checkpoint(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """SIGKILL after events past the checkpoint reached the disk: the event files hold each step once after
+    the resume (not only in TensorBoard's purged view), and files started after the checkpoint are gone."""
+    from contrastlab.platform.run import Run
+
+    run = _toy_run(tmp_path)
+    run.log({"train/loss": 1.0}, 5)
+    run.save_checkpoint({}, 5)
+    run.log({"train/loss": 2.0}, 10)
+    run.writer.flush()
+    first = Run.open(run.dir)  # a resume that dies after logging, before its first checkpoint
+    first.log({"train/loss": 3.0}, 10)
+    first.writer.flush()
+    assert len(run.rundir.events()) == 2
+    second = Run.open(run.dir)
+    assert len(run.rundir.events()) == 1
+    second.log({"train/loss": 4.0}, 10)
+    second.finish({})
+    assert _events_per_file(run.dir, "train/loss") == [5, 10]
+    assert scalars(run.dir, "train/loss") == [(5, 1.0), (10, 4.0)]
+    assert [(r["step"], r["train/loss"]) for r in read_metrics(run.dir)] == [(5, 1.0), (10, 4.0)]
+
+
+def test_resume_before_any_checkpoint_starts_the_logs_afresh(toy_pm: PluginManager, tmp_path: Path) -> None:
+    from contrastlab.platform.run import Run
+
+    run = _toy_run(tmp_path)
+    run.log({"eval/acc": 0.1}, 0)
+    run.log({"train/loss": 1.0}, 5)
+    run.writer.flush()
+    resumed = Run.open(run.dir)
+    assert read_metrics(run.dir) == [] and run.rundir.events() == []
+    resumed.log({"eval/acc": 0.1}, 0)
+    resumed.finish({})
+    assert _events_per_file(run.dir, "eval/acc") == [0] and _events_per_file(run.dir, "train/loss") == []
+
+
+def test_summary_write_failure_marks_the_run_failed(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """A full disk at the very end (summary.json) leaves a failed, resumable run, not one marked running."""
+    run = _toy_run(tmp_path)
+    run.save_checkpoint({}, 20, final=True)
+    (run.dir / "summary.json.tmp").mkdir()  # the atomic write's temporary file cannot be created
+    from contrastlab.platform.errors import StorageError
+
+    with pytest.raises(StorageError, match=r"summary\.json"):
+        run.finish({"eval/acc": 0.5})
+    info = json.loads((run.dir / "run.json").read_text())
+    assert info["status"] == "failed" and "summary.json" in info["error"]

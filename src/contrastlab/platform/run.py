@@ -37,6 +37,8 @@ from contrastlab.platform.sysinfo import hardware_info, package_versions
 from contrastlab.platform.task import TaskConfig, TaskPlugin
 
 CHECKPOINT_DIR = RunDir.CHECKPOINTS
+LOG_POSITION = "_log_position"
+"""Checkpoint key of :meth:`RunDir.log_position` at save time: what a resume cuts the logs back to."""
 CLAMP_TAG = "train/clamped_frac"
 """Prefix of the debiased losses' floor statistic; ``summary.json`` records the mean of what was logged."""
 
@@ -198,23 +200,36 @@ class Run:
         return dict(self._info)
 
     def _prepare_resume(self) -> None:
-        """Drop everything logged after the latest checkpoint so nothing is repeated or lost."""
+        """Drop everything logged after the latest checkpoint so nothing is repeated or lost.
+
+        Every checkpoint records how far ``metrics.jsonl`` and the event files reached when it was saved
+        (:meth:`RunDir.log_position`): the logs are cut back to that point, so rows logged after it, even at the
+        checkpoint's own step (a final evaluation), are logged once, by the resumed run. Without a checkpoint
+        everything goes; a checkpoint written before positions were recorded keeps the rows up to its step.
+        """
+        if not self.is_main:
+            return
         step = self.latest_checkpoint_step()
-        keep = -1 if step is None else step
+        position = {"metrics_bytes": 0, "events": {}} if step is None else self.checkpoints.peek(LOG_POSITION)
         metrics = self.rundir.metrics_jsonl
-        if metrics.is_file() and self.is_main:
+        try:
+            if isinstance(position, Mapping):
+                self.rundir.rewind_logs(position)
+            else:
+                self._purge_step = int(step or 0) + 1  # TensorBoard hides the events logged after that step
             kept = []
-            for line in metrics.read_text().splitlines():
+            for line in metrics.read_text().splitlines() if metrics.is_file() else []:
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError:
                     continue  # a line cut by a crash
-                if row.get("step", 0) <= keep:
+                if position is not None or row.get("step", 0) <= int(step or 0):
                     kept.append(line)
                     self._clamp_log.extend(v for tag, v in row.items()  # summary.json's mean spans the whole run
                                            if tag.startswith(CLAMP_TAG) and isinstance(v, (int, float)))
             metrics.write_text("".join(f"{line}\n" for line in kept))
-        self._purge_step = keep + 1
+        except OSError as exc:
+            raise StorageError(f"cannot rewind the logs of {self.dir}: {exc.strerror or exc}") from None
         self._write_info(status="running", error=None)
 
     # ------------------------------------------------------------------ logging
@@ -303,12 +318,8 @@ class Run:
         payload = dict(state)
         payload["step"] = int(step)
         payload["_rng"] = rng_state()
+        payload[LOG_POSITION] = self._flushed_log_position()
         self.checkpoints.save(payload, int(step), latest_only=latest_only)
-        with suppress(OSError):
-            if self._metrics_file is not None:
-                self._metrics_file.flush()
-            if self._writer is not None:
-                self._writer.flush()
         self._write_info(wall_time_s=self.elapsed(), last_checkpoint_step=int(step))
         self._started = time.monotonic()
         if stop is not None and not final:
@@ -316,11 +327,22 @@ class Run:
             raise KeyboardInterrupt
         return path
 
+    def _flushed_log_position(self) -> dict[str, Any] | None:
+        """Flush the metrics file and the writer, then :meth:`RunDir.log_position` (``None`` if that fails)."""
+        with suppress(OSError):
+            if self._metrics_file is not None:
+                self._metrics_file.flush()
+            if self._writer is not None:
+                self._writer.flush()
+            return self.rundir.log_position()
+        return None
+
     def load_checkpoint(self, map_location: Any = None, restore_rng: bool = True) -> dict[str, Any] | None:
         """The newest checkpoint's state (with ``"step"``), restoring RNG states; ``None`` if there is none."""
         state = self.checkpoints.load(map_location=map_location or self.device)
         if state is None:
             return None
+        state.pop(LOG_POSITION, None)
         rng = state.pop("_rng", None)
         if restore_rng and rng is not None:
             set_rng_state(rng)
@@ -362,7 +384,9 @@ class Run:
         try:
             write_text_atomic(self.rundir.summary_json, json.dumps(summary, indent=2, default=str))
         except OSError as exc:
-            raise StorageError(f"cannot write {self.rundir.summary_json}: {exc.strerror or exc}") from None
+            error = f"cannot write {self.rundir.summary_json}: {exc.strerror or exc}"
+            self.mark("failed", error=f"StorageError: {error}")  # not left "running": --resume finishes it
+            raise StorageError(error) from None
         with suppress(ValueError, TypeError):
             write_session(self.writer, hparam_columns(self.plugin.name, self.config, self._info.get("preset")))
         self._write_info(status="completed", wall_time_s=wall, error=None)
