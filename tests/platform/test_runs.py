@@ -440,3 +440,41 @@ def test_summary_write_failure_marks_the_run_failed(toy_pm: PluginManager, tmp_p
         run.finish({"eval/acc": 0.5})
     info = json.loads((run.dir / "run.json").read_text())
     assert info["status"] == "failed" and "summary.json" in info["error"]
+
+
+def test_resume_refuses_a_changed_config(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """config.yaml edited after a checkpoint: refused in one line (no traceback from load_state_dict), nothing
+    touched; a data location or the device may change."""
+    from contrastlab.platform.errors import RunDirError
+    from contrastlab.platform.run import Run
+
+    run = _toy_run(tmp_path)
+    run.log({"train/loss": 1.0}, 10)
+    run.save_checkpoint({}, 10)
+    run.log({"train/loss": 2.0}, 20)
+    run.close()
+    config = yaml.safe_load((run.dir / "config.yaml").read_text())
+    edited = json.loads(json.dumps(config))
+    edited["encoder"]["hidden_dim"] = 7
+    edited["device"] = "auto"
+    (run.dir / "config.yaml").write_text(yaml.safe_dump(edited))
+    before = (run.dir / "metrics.jsonl").read_text()
+    with pytest.raises(RunDirError) as info:
+        Run.open(run.dir)
+    message = str(info.value)
+    assert "\n" not in message and "encoder.hidden_dim: 300 -> 7" in message and "device" not in message
+    assert (run.dir / "metrics.jsonl").read_text() == before
+    code, out = run_cli(["train", "--resume", str(run.dir)])
+    assert code != 0 and "Traceback" not in out and "config.yaml changed" in out, out
+    config["device"] = "auto"
+    (run.dir / "config.yaml").write_text(yaml.safe_dump(config))
+    Run.open(run.dir).close()  # the device may change
+
+
+def test_resume_of_a_config_from_another_plugin_names_the_file(toy_pm: PluginManager, tmp_path: Path) -> None:
+    run = _toy_run(tmp_path)
+    run.close()
+    (run.dir / "config.yaml").write_text(yaml.safe_dump({"seed": 1, "data": {"name": "synthetic"}}))
+    code, out = run_cli(["train", "--resume", str(run.dir)])
+    assert code != 0 and "Traceback" not in out, out
+    assert "does not fit plugin 'toy_clusters'" in out and "config.yaml" in out

@@ -137,18 +137,18 @@ class CheckpointStore:
                 old_part.unlink(missing_ok=True)
         return path
 
-    def peek(self, key: str) -> Any:
-        """Entry ``key`` of the newest checkpoint (``None`` without checkpoints or without that key), read without
+    def peek(self, *keys: str) -> dict[str, Any]:
+        """The entries ``keys`` of the newest checkpoint that it has (``{}`` without checkpoints), read without
         loading its tensors (memory-mapped; a checkpoint that cannot be read this way is read whole)."""
         found = self.layout.checkpoint_steps()
         if not found:
-            return None
+            return {}
         path = found[-1][1]
         try:
             state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
         except RuntimeError:  # an old-format (non-zip) file cannot be memory-mapped
             state = torch.load(path, map_location="cpu", weights_only=False)
-        return state.get(key) if isinstance(state, dict) else None
+        return {key: state[key] for key in keys if isinstance(state, dict) and key in state}
 
     def load(self, map_location: Any = None) -> dict[str, Any] | None:
         """The newest checkpoint merged with its side file (when present), or ``None`` without checkpoints."""
