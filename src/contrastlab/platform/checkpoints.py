@@ -137,6 +137,14 @@ class CheckpointStore:
                 old_part.unlink(missing_ok=True)
         return path
 
+    def discard_partial(self) -> None:
+        """Delete the temporary files of writes cut short (a SIGKILL during a save): on resume, no process writes
+        them any more, and one of a step that is not saved again would stay, as large as a checkpoint."""
+        folder = self.layout.checkpoints
+        if folder.is_dir():
+            for tmp in folder.glob("*.tmp"):
+                tmp.unlink(missing_ok=True)
+
     def peek(self, *keys: str) -> dict[str, Any]:
         """The entries ``keys`` of the newest checkpoint that it has (``{}`` without checkpoints), read without
         loading its tensors (memory-mapped; a checkpoint that cannot be read this way is read whole)."""

@@ -58,16 +58,18 @@ def rewind_logs(layout: RunDir, step: int | None, position: Mapping[str, Any] | 
         else:
             purge_step = int(step or 0) + 1
         rows, lines = [], []
-        for line in metrics.read_text().splitlines() if metrics.is_file() else []:
+        text = metrics.read_text() if metrics.is_file() else ""
+        for line in text.splitlines():
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:
-                continue
+                continue  # a line cut by a crash
             if purge_step is None or row.get("step", 0) < purge_step:
                 rows.append(row)
                 lines.append(line)
-        if metrics.is_file():
-            metrics.write_text("".join(f"{line}\n" for line in lines))
+        kept = "".join(f"{line}\n" for line in lines)
+        if kept != text:  # rewritten only when a row goes (a truncated file usually keeps every line)
+            metrics.write_text(kept)
     except OSError as exc:
         raise StorageError(f"cannot rewind the logs of {layout.path}: {exc.strerror or exc}") from None
     return rows, purge_step

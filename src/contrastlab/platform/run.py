@@ -215,6 +215,7 @@ class Run:
         step = self.latest_checkpoint_step()
         saved = self.checkpoints.peek(LOG_POSITION, CONFIG_RECORD)
         check_same_config(self.rundir, step, saved.get(CONFIG_RECORD), self._recorded_config())
+        self.checkpoints.discard_partial()
         rows, self._purge_step = rewind_logs(self.rundir, step, saved.get(LOG_POSITION))
         self._clamp_log += [v for row in rows for tag, v in row.items()  # summary.json's mean spans the whole run
                             if tag.startswith(CLAMP_TAG) and isinstance(v, (int, float))]
