@@ -137,3 +137,15 @@ def test_latest_only_parts_stay_with_the_newest_checkpoint(toy_pm: PluginManager
     run.rundir.checkpoint(30).unlink()  # the newest is gone: the older one resumes without the buffer
     state = run.load_checkpoint()
     assert state["step"] == 20 and "buffer" not in state
+
+
+def test_resume_deletes_the_temporary_file_of_a_killed_save(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """SIGKILL during a save leaves ``step_N.pt.tmp`` (as large as a checkpoint); a resume removes it."""
+    run = toy_run(tmp_path)
+    run.save_checkpoint({"w": torch.ones(3)}, 10)
+    partial = run.rundir.checkpoint(13).with_name(run.rundir.checkpoint(13).name + ".tmp")
+    partial.write_bytes(b"PK\x03\x04 half a checkpoint")
+    run.close()
+    resumed = Run.open(run.dir)
+    assert not partial.exists() and resumed.latest_checkpoint_step() == 10
+    assert sorted(p.name for p in run.rundir.checkpoints.iterdir()) == ["step_000000000010.pt"]

@@ -137,6 +137,27 @@ class CheckpointStore:
                 old_part.unlink(missing_ok=True)
         return path
 
+    def discard_partial(self) -> None:
+        """Delete the temporary files of writes cut short (a SIGKILL during a save): on resume, no process writes
+        them any more, and one of a step that is not saved again would stay, as large as a checkpoint."""
+        folder = self.layout.checkpoints
+        if folder.is_dir():
+            for tmp in folder.glob("*.tmp"):
+                tmp.unlink(missing_ok=True)
+
+    def peek(self, *keys: str) -> dict[str, Any]:
+        """The entries ``keys`` of the newest checkpoint that it has (``{}`` without checkpoints), read without
+        loading its tensors (memory-mapped; a checkpoint that cannot be read this way is read whole)."""
+        found = self.layout.checkpoint_steps()
+        if not found:
+            return {}
+        path = found[-1][1]
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        except RuntimeError:  # an old-format (non-zip) file cannot be memory-mapped
+            state = torch.load(path, map_location="cpu", weights_only=False)
+        return {key: state[key] for key in keys if isinstance(state, dict) and key in state}
+
     def load(self, map_location: Any = None) -> dict[str, Any] | None:
         """The newest checkpoint merged with its side file (when present), or ``None`` without checkpoints."""
         found = self.layout.checkpoint_steps()

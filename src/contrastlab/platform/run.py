@@ -25,11 +25,12 @@ import yaml
 
 from contrastlab.platform.checkpoints import CheckpointStore
 from contrastlab.platform.config import config_from_dict, config_to_dict
-from contrastlab.platform.errors import DataMissingError, DeviceError, StorageError
+from contrastlab.platform.errors import ConfigError, DataMissingError, DeviceError, StorageError
 from contrastlab.platform.hparams import hparam_columns, write_session
 from contrastlab.platform.plugins import registry
 from contrastlab.platform.preflight import preflight
 from contrastlab.platform.progress import ProgressBar
+from contrastlab.platform.resume import check_same_config, rewind_logs
 from contrastlab.platform.rng import rng_state, seed_everything, set_rng_state
 from contrastlab.platform.rundir import RunDir, check_writable_dir, first_missing, write_text_atomic
 from contrastlab.platform.stopping import GracefulStop
@@ -37,6 +38,10 @@ from contrastlab.platform.sysinfo import hardware_info, package_versions
 from contrastlab.platform.task import TaskConfig, TaskPlugin
 
 CHECKPOINT_DIR = RunDir.CHECKPOINTS
+LOG_POSITION = "_log_position"
+"""Checkpoint key of :meth:`RunDir.log_position` at save time: what a resume cuts the logs back to."""
+CONFIG_RECORD = "_config"
+"""Checkpoint key of the run's ``config.yaml`` when the checkpoint was saved: a resume refuses a changed one."""
 CLAMP_TAG = "train/clamped_frac"
 """Prefix of the debiased losses' floor statistic; ``summary.json`` records the mean of what was logged."""
 
@@ -106,6 +111,7 @@ class Run:
         self._info = self._read_info()
         self._metrics_file: Any = None
         self._clamp_log: list[float] = []
+        self._config_record: dict[str, Any] | None = None
         self.is_main = is_main_process()
         """Whether this process writes logs, checkpoints and summaries (rank 0 under ``torchrun``)."""
         self.graceful_stop: GracefulStop | None = None
@@ -166,7 +172,11 @@ class Run:
         data = yaml.safe_load(layout.config_yaml.read_text()) or {}
         if device is not None:
             data["device"] = device
-        config = config_from_dict(plugin, data)
+        try:
+            config = config_from_dict(plugin, data)
+        except ConfigError as exc:  # e.g. a config.yaml of another plugin
+            raise ConfigError(f"{layout.config_yaml} does not fit plugin '{plugin.name}' (named in "
+                              f"{layout.run_json}): {exc}") from None
         try:
             preflight(plugin, config)
         except DataMissingError as exc:  # its hint is for a new run: a reopened one has no --set
@@ -198,23 +208,17 @@ class Run:
         return dict(self._info)
 
     def _prepare_resume(self) -> None:
-        """Drop everything logged after the latest checkpoint so nothing is repeated or lost."""
+        """Refuse a changed ``config.yaml``, then drop everything logged after the latest checkpoint so nothing is
+        repeated or lost (:func:`~contrastlab.platform.resume.rewind_logs`)."""
+        if not self.is_main:
+            return
         step = self.latest_checkpoint_step()
-        keep = -1 if step is None else step
-        metrics = self.rundir.metrics_jsonl
-        if metrics.is_file() and self.is_main:
-            kept = []
-            for line in metrics.read_text().splitlines():
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut by a crash
-                if row.get("step", 0) <= keep:
-                    kept.append(line)
-                    self._clamp_log.extend(v for tag, v in row.items()  # summary.json's mean spans the whole run
-                                           if tag.startswith(CLAMP_TAG) and isinstance(v, (int, float)))
-            metrics.write_text("".join(f"{line}\n" for line in kept))
-        self._purge_step = keep + 1
+        saved = self.checkpoints.peek(LOG_POSITION, CONFIG_RECORD)
+        check_same_config(self.rundir, step, saved.get(CONFIG_RECORD), self._recorded_config())
+        self.checkpoints.discard_partial()
+        rows, self._purge_step = rewind_logs(self.rundir, step, saved.get(LOG_POSITION))
+        self._clamp_log += [v for row in rows for tag, v in row.items()  # summary.json's mean spans the whole run
+                            if tag.startswith(CLAMP_TAG) and isinstance(v, (int, float))]
         self._write_info(status="running", error=None)
 
     # ------------------------------------------------------------------ logging
@@ -303,12 +307,9 @@ class Run:
         payload = dict(state)
         payload["step"] = int(step)
         payload["_rng"] = rng_state()
+        payload[LOG_POSITION] = self._flushed_log_position()
+        payload[CONFIG_RECORD] = self._recorded_config()
         self.checkpoints.save(payload, int(step), latest_only=latest_only)
-        with suppress(OSError):
-            if self._metrics_file is not None:
-                self._metrics_file.flush()
-            if self._writer is not None:
-                self._writer.flush()
         self._write_info(wall_time_s=self.elapsed(), last_checkpoint_step=int(step))
         self._started = time.monotonic()
         if stop is not None and not final:
@@ -316,11 +317,30 @@ class Run:
             raise KeyboardInterrupt
         return path
 
+    def _recorded_config(self) -> dict[str, Any] | None:
+        """``config.yaml`` as written when the run was created (read once), saved with every checkpoint."""
+        if self._config_record is None:
+            with suppress(OSError, yaml.YAMLError):
+                self._config_record = yaml.safe_load(self.rundir.config_yaml.read_text()) or {}
+        return self._config_record
+
+    def _flushed_log_position(self) -> dict[str, Any] | None:
+        """Flush the metrics file and the writer, then :meth:`RunDir.log_position` (``None`` if that fails)."""
+        with suppress(OSError):
+            if self._metrics_file is not None:
+                self._metrics_file.flush()
+            if self._writer is not None:
+                self._writer.flush()
+            return self.rundir.log_position()
+        return None
+
     def load_checkpoint(self, map_location: Any = None, restore_rng: bool = True) -> dict[str, Any] | None:
         """The newest checkpoint's state (with ``"step"``), restoring RNG states; ``None`` if there is none."""
         state = self.checkpoints.load(map_location=map_location or self.device)
         if state is None:
             return None
+        for key in (LOG_POSITION, CONFIG_RECORD):
+            state.pop(key, None)
         rng = state.pop("_rng", None)
         if restore_rng and rng is not None:
             set_rng_state(rng)
@@ -362,7 +382,9 @@ class Run:
         try:
             write_text_atomic(self.rundir.summary_json, json.dumps(summary, indent=2, default=str))
         except OSError as exc:
-            raise StorageError(f"cannot write {self.rundir.summary_json}: {exc.strerror or exc}") from None
+            error = f"cannot write {self.rundir.summary_json}: {exc.strerror or exc}"
+            self.mark("failed", error=f"StorageError: {error}")  # not left "running": --resume finishes it
+            raise StorageError(error) from None
         with suppress(ValueError, TypeError):
             write_session(self.writer, hparam_columns(self.plugin.name, self.config, self._info.get("preset")))
         self._write_info(status="completed", wall_time_s=wall, error=None)

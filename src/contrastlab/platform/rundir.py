@@ -25,7 +25,7 @@ import os
 import re
 import shlex
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
@@ -135,6 +135,31 @@ class RunDir:
     def events(self) -> list[Path]:
         """The TensorBoard event files written directly in the run directory."""
         return sorted(self.path.glob(self.EVENTS_GLOB))
+
+    # ------------------------------------------------------------------ resuming
+    def log_position(self) -> dict[str, Any]:
+        """How far ``metrics.jsonl`` and each event file reach now, in bytes (flush their writers first).
+
+        Saved with every checkpoint: :meth:`rewind_logs` then cuts the logs back to exactly what was logged before
+        that checkpoint, rows logged afterwards at the checkpoint's own step (a final evaluation) included.
+        """
+        metrics = self.metrics_jsonl
+        return {"metrics_bytes": metrics.stat().st_size if metrics.is_file() else 0,
+                "events": {path.name: path.stat().st_size for path in self.events()}}
+
+    def rewind_logs(self, position: Mapping[str, Any]) -> None:
+        """Cut ``metrics.jsonl`` and the event files back to ``position`` (:meth:`log_position`); event files that
+        it does not name were started after it and are deleted. A file already shorter is left as it is."""
+        metrics = self.metrics_jsonl
+        size = int(position.get("metrics_bytes", 0))
+        if metrics.is_file() and metrics.stat().st_size > size:
+            os.truncate(metrics, size)
+        sizes = dict(position.get("events", {}))
+        for path in self.events():
+            if path.name not in sizes:
+                path.unlink()
+            elif path.stat().st_size > int(sizes[path.name]):
+                os.truncate(path, int(sizes[path.name]))
 
     # ------------------------------------------------------------------ reading
     @classmethod

@@ -1,0 +1,177 @@
+"""Resume: a changed config is refused; the logs are cut back to the checkpoint (metrics.jsonl and the event
+files), so a killed run, resumed, logs every step once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from contrastlab.platform.plugins import PluginManager
+from contrastlab.testing import run_cli
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    return [(e.step, e.value) for e in acc.Scalars(tag)]
+
+
+def _events_per_file(run_dir: Path, tag: str) -> list[int]:
+    """The steps of ``tag`` in every event file, file by file (no purge: what a plain event-file reader sees)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    steps: list[int] = []
+    for path in sorted(run_dir.glob("events.out.tfevents.*")):
+        acc = EventAccumulator(str(path))
+        acc.Reload()
+        if tag in acc.Tags()["scalars"]:
+            steps += [e.step for e in acc.Scalars(tag)]
+    return steps
+
+
+def _toy_run(tmp_path: Path):
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.plugins import get_task_plugin
+    from contrastlab.platform.run import Run
+
+    plugin = get_task_plugin("toy_clusters")
+    return Run.create(plugin, resolve_config(plugin, loss="dcl", sets=["train.steps=20"], device="cpu"), tmp_path)
+
+
+def test_resume_drops_rows_logged_after_the_checkpoint_at_its_own_step(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """A final evaluation is logged at the final checkpoint's step, after it: killed before summary.json, the
+    resumed run logs it again, and the first copy must go (it used to stay: a step-based cut keeps step == N)."""
+    from contrastlab.platform.run import Run
+
+    run = _toy_run(tmp_path)
+    run.log({"train/loss": 1.0}, 20)
+    run.save_checkpoint({}, 20, final=True)
+    run.log({"eval/acc": 0.5}, 20)  # then killed before finish()
+    run.writer.flush()
+    resumed = Run.open(run.dir)
+    resumed.log({"eval/acc": 0.5}, 20)
+    resumed.finish({"eval/acc": 0.5})
+    rows = read_metrics(run.dir)
+    assert [(r["step"], sorted(k for k in r if "/" in k)) for r in rows] == [(20, ["train/loss"]), (20, ["eval/acc"])]
+    assert [s for s, _ in scalars(run.dir, "eval/acc")] == [20]
+    assert _events_per_file(run.dir, "eval/acc") == [20] and _events_per_file(run.dir, "train/loss") == [20]
+
+
+def test_resume_cuts_the_event_files_back_to_the_checkpoint(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """SIGKILL after events past the checkpoint reached the disk: the event files hold each step once after
+    the resume (not only in TensorBoard's purged view), and files started after the checkpoint are gone."""
+    from contrastlab.platform.run import Run
+
+    run = _toy_run(tmp_path)
+    run.log({"train/loss": 1.0}, 5)
+    run.save_checkpoint({}, 5)
+    run.log({"train/loss": 2.0}, 10)
+    run.writer.flush()
+    first = Run.open(run.dir)  # a resume that dies after logging, before its first checkpoint
+    first.log({"train/loss": 3.0}, 10)
+    first.writer.flush()
+    assert len(run.rundir.events()) == 2
+    second = Run.open(run.dir)
+    assert len(run.rundir.events()) == 1
+    second.log({"train/loss": 4.0}, 10)
+    second.finish({})
+    assert _events_per_file(run.dir, "train/loss") == [5, 10]
+    assert scalars(run.dir, "train/loss") == [(5, 1.0), (10, 4.0)]
+    assert [(r["step"], r["train/loss"]) for r in read_metrics(run.dir)] == [(5, 1.0), (10, 4.0)]
+
+
+def test_resume_before_any_checkpoint_starts_the_logs_afresh(toy_pm: PluginManager, tmp_path: Path) -> None:
+    from contrastlab.platform.run import Run
+
+    run = _toy_run(tmp_path)
+    run.log({"eval/acc": 0.1}, 0)
+    run.log({"train/loss": 1.0}, 5)
+    run.writer.flush()
+    resumed = Run.open(run.dir)
+    assert read_metrics(run.dir) == [] and run.rundir.events() == []
+    resumed.log({"eval/acc": 0.1}, 0)
+    resumed.finish({})
+    assert _events_per_file(run.dir, "eval/acc") == [0] and _events_per_file(run.dir, "train/loss") == []
+
+
+def test_summary_write_failure_marks_the_run_failed(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """A full disk at the very end (summary.json) leaves a failed, resumable run, not one marked running."""
+    run = _toy_run(tmp_path)
+    run.save_checkpoint({}, 20, final=True)
+    (run.dir / "summary.json.tmp").mkdir()  # the atomic write's temporary file cannot be created
+    from contrastlab.platform.errors import StorageError
+
+    with pytest.raises(StorageError, match=r"summary\.json"):
+        run.finish({"eval/acc": 0.5})
+    info = json.loads((run.dir / "run.json").read_text())
+    assert info["status"] == "failed" and "summary.json" in info["error"]
+
+
+def test_resume_refuses_a_changed_config(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """config.yaml edited after a checkpoint: refused in one line (no traceback from load_state_dict), nothing
+    touched; a data location or the device may change."""
+    from contrastlab.platform.errors import RunDirError
+    from contrastlab.platform.run import Run
+
+    run = _toy_run(tmp_path)
+    run.log({"train/loss": 1.0}, 10)
+    run.save_checkpoint({}, 10)
+    run.log({"train/loss": 2.0}, 20)
+    run.close()
+    config = yaml.safe_load((run.dir / "config.yaml").read_text())
+    edited = json.loads(json.dumps(config))
+    edited["encoder"]["hidden_dim"] = 7
+    edited["device"] = "auto"
+    (run.dir / "config.yaml").write_text(yaml.safe_dump(edited))
+    before = (run.dir / "metrics.jsonl").read_text()
+    with pytest.raises(RunDirError) as info:
+        Run.open(run.dir)
+    message = str(info.value)
+    assert "\n" not in message and "encoder.hidden_dim: 300 -> 7" in message and "device" not in message
+    assert (run.dir / "metrics.jsonl").read_text() == before
+    code, out = run_cli(["train", "--resume", str(run.dir)])
+    assert code != 0 and "Traceback" not in out and "config.yaml changed" in out, out
+    config["device"] = "auto"
+    (run.dir / "config.yaml").write_text(yaml.safe_dump(config))
+    Run.open(run.dir).close()  # the device may change
+
+
+def test_resume_of_a_config_from_another_plugin_names_the_file(toy_pm: PluginManager, tmp_path: Path) -> None:
+    run = _toy_run(tmp_path)
+    run.close()
+    (run.dir / "config.yaml").write_text(yaml.safe_dump({"seed": 1, "data": {"name": "synthetic"}}))
+    code, out = run_cli(["train", "--resume", str(run.dir)])
+    assert code != 0 and "Traceback" not in out, out
+    assert "does not fit plugin 'toy_clusters'" in out and "config.yaml" in out
+
+
+
+def test_checkpoint_without_a_recorded_position_keeps_the_rows_up_to_its_step(
+    toy_pm: PluginManager, tmp_path: Path
+) -> None:
+    """A checkpoint saved before positions and configs were recorded resumes as before: rows up to its step."""
+    from contrastlab.platform.run import Run
+
+    run = _toy_run(tmp_path)
+    run.log({"train/loss": 1.0}, 10)
+    run.save_checkpoint({}, 10)
+    run.log({"train/loss": 2.0}, 20)
+    run.close()
+    path = run.rundir.checkpoint(10)
+    old = torch.load(path, weights_only=False)
+    torch.save({k: v for k, v in old.items() if k not in ("_log_position", "_config")}, path)
+    resumed = Run.open(run.dir)
+    assert [r["step"] for r in read_metrics(run.dir)] == [10]
+    resumed.log({"train/loss": 3.0}, 20)
+    resumed.finish({})
+    assert scalars(run.dir, "train/loss") == [(10, 1.0), (20, 3.0)]
