@@ -121,3 +121,12 @@ def test_a_stopped_run_saves_where_it_stopped_and_resumes_as_if_never_stopped(tm
     shown = [int(line.split()[1].split("/")[0]) for line in resumed.splitlines() if line.startswith("graph ")]
     logged = [r["step"] for r in rows(stopped) if "train/loss" in r and r["step"] > step]
     assert shown == logged  # the progress line counts steps, not the steps of a restored log window twice
+
+
+def test_a_resume_from_the_final_checkpoint_keeps_the_training_metrics(tmp_path: Path, resume_from_final) -> None:
+    """Killed during the final evaluation (no summary yet): the resumed run's summary equals the uninterrupted
+    one's, training metrics included (the final checkpoint carries the last logged ones)."""
+    args = ["--loss", "dcl", "--preset", "smoke", *(a for s in TINY for a in ("--set", s))]
+    before, after = resume_from_final("graph", args, tmp_path)
+    assert {"train/loss", "train/graphs_per_s", "train/clamped_frac"} <= set(before)
+    assert after == before

@@ -165,3 +165,11 @@ def test_a_stopped_run_saves_where_it_stopped_and_resumes_as_if_never_stopped(tm
     assert [r["step"] for r in _rows(stopped) if "eval/ndcg@20" in r] == [0, 24, 48, 72]
     shown = [int(line.split()[1].split("/")[0]) for line in resumed.splitlines() if line.startswith("recsys ")]
     assert shown == [r["step"] for r in _rows(stopped) if "train/loss" in r and r["step"] > step]  # steps, once
+
+
+def test_a_resume_from_the_final_checkpoint_keeps_the_training_metrics(tmp_path, resume_from_final):
+    """Killed during the final evaluation (no summary yet): the resumed summary equals the uninterrupted one."""
+    args = ["--loss", "dcl", "--preset", "smoke", *(a for s in TINY for a in ("--set", s))]
+    before, after = resume_from_final("recsys", args, tmp_path)
+    assert {"train/loss", "train/clamped_frac"} <= set(before)
+    assert after == before

@@ -123,3 +123,14 @@ def test_a_stopped_run_saves_where_it_stopped_and_resumes_as_if_never_stopped(tm
     assert [r["step"] for r in rows if "train/clamped_frac" in r] == [4, 8, 12, 16]
     shown = [int(line.split()[1].split("/")[0]) for line in resumed.splitlines() if line.startswith("simclr ")]
     assert shown == [r["step"] for r in rows if "train/loss" in r and r["step"] > step]  # steps, counted once
+
+
+def test_a_resume_from_the_final_checkpoint_keeps_the_training_metrics(tmp_path: Path, resume_from_final) -> None:
+    """Killed during the final evaluation (no summary yet): the resumed summary equals the uninterrupted one,
+    train/loss and the throughput included (not a rate of 0 from no images seen)."""
+    sets = [*TINY, "train.max_steps=4", "checkpoint_every=2", "eval.linear=false"]
+    args = ["--loss", "dcl", "--preset", "smoke", *(a for s in sets for a in ("--set", s))]
+    before, after = resume_from_final("simclr", args, tmp_path)
+    assert {"train/loss", "train/images_per_s", "train/clamped_frac"} <= set(before)
+    assert before["train/images_per_s"] > 0
+    assert after == before

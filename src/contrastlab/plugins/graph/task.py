@@ -167,12 +167,14 @@ class GraphTask(TaskPlugin[GraphConfig]):
         total = config.train.epochs * per_epoch
         total = min(total, config.train.max_steps) if config.train.max_steps else total
         step, init_metrics = 0, {}
+        metrics: dict[str, float] = {}  # the last logged train/loss and train/graphs_per_s (kept in checkpoints)
         window = LogWindow()  # per-step loss and loss statistics since the last log
         state = run.load_checkpoint(map_location=device) if run.resumed else None
         if state is not None:
             trainer.load_state_dict(state["trainer"])
             step, init_metrics = int(state["step"]), dict(state.get("init_metrics", {}))
             window.load_state_dict(state.get("log_window"), device)
+            metrics.update(state.get("train_metrics", {}))  # a resume from the final checkpoint logs no row
         run.record(dataset=data.stats(), mode=config.model.mode, steps=total, batch_size=B,
                    embedding_dim=feature_dim(trainer.model.encoder),
                    label_use="graph labels are read only by the evaluation readout (frozen embeddings)")
@@ -183,9 +185,8 @@ class GraphTask(TaskPlugin[GraphConfig]):
 
         def save(at: int, final: bool = False) -> None:
             run.save_checkpoint({"trainer": trainer.state_dict(), "init_metrics": init_metrics,
-                                 "log_window": window.state_dict()}, at, final=final)
+                                 "log_window": window.state_dict(), "train_metrics": dict(metrics)}, at, final=final)
 
-        metrics: dict[str, float] = {}
         seen, t0 = 0, time.perf_counter()
         with run.progress(total, description="graph", unit="step", initial=step) as bar:
             while step < total:

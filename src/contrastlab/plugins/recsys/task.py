@@ -182,6 +182,8 @@ class RecsysTask(TaskPlugin[RecsysConfig]):
             optimizer.load_state_dict(state["optimizer"])
             step, baselines = int(state["step"]), dict(state.get("baselines", {}))
             window.load_state_dict(state.get("log_window"), dev)
+        # the last logged train/loss (a resume from the final checkpoint logs no row)
+        last_loss = float(state.get("train_metrics", {}).get("train/loss", math.nan)) if state else math.nan
         evaluate = lambda: self._metrics(config, model, split, dev)  # noqa: E731
         if state is None:
             baselines["popularity"] = ranking_metrics(popularity_scorer(split, dev), split, config.eval.ks,
@@ -195,11 +197,12 @@ class RecsysTask(TaskPlugin[RecsysConfig]):
         users_all, items_all = split.train.users.to(dev), split.train.items.to(dev)
         keys = split.train.keys(split.num_items).to(dev) if t.mask_known_positives else None
         seed = config.seed
-        last_loss = math.nan
 
         def save(at: int, final: bool = False) -> None:
             run.save_checkpoint({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                 "baselines": baselines, "log_window": window.state_dict()}, at, final=final)
+                                 "baselines": baselines, "log_window": window.state_dict(),
+                                 "train_metrics": {} if math.isnan(last_loss) else {"train/loss": last_loss}},
+                                at, final=final)
 
         with run.progress(total, description="recsys", unit="step", initial=step) as bar:
             while step < total:

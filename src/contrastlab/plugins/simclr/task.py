@@ -174,12 +174,14 @@ class SimCLRTask(TaskPlugin[SimCLRConfig]):
         total = config.train.epochs * per_epoch
         total = min(total, config.train.max_steps) if config.train.max_steps else total
         step = 0
+        metrics: dict[str, float] = {}  # the last logged train/loss and the throughput (kept in checkpoints)
         window = LogWindow()  # per-step loss and clamp fraction since the last log
         state = run.load_checkpoint(map_location=device) if run.resumed else None
         if state is not None:
             trainer.load_state_dict(state["trainer"])
             step = int(state["step"])
             window.load_state_dict(state.get("log_window"), device)
+            metrics.update(state.get("train_metrics", {}))  # a resume from the final checkpoint logs no row
         tau_plus = config.loss.hparams().get("tau_plus")
         run.record(dataset=config.data.dataset, num_classes=train_ds.num_classes, train_images=len(train_ds),
                    test_images=len(test), views=V, positive_noise=config.data.positive_noise,
@@ -187,10 +189,10 @@ class SimCLRTask(TaskPlugin[SimCLRConfig]):
                    tau_plus_is_one_over_C=tau_plus is not None and math.isclose(tau_plus, 1 / train_ds.num_classes),
                    augment={k: v for k, v in spec.__dict__.items()}, steps=total)
         log_every, seen, t0 = config.train.log_every, 0, time.perf_counter()
-        metrics: dict[str, float] = {}
 
         def save(at: int, final: bool = False) -> None:
-            run.save_checkpoint({"trainer": trainer.state_dict(), "log_window": window.state_dict()}, at, final=final)
+            run.save_checkpoint({"trainer": trainer.state_dict(), "log_window": window.state_dict(),
+                                 "train_metrics": dict(metrics)}, at, final=final)
 
         with run.progress(total, description="simclr", unit="step", initial=step) as bar:
             while step < total:
@@ -226,7 +228,9 @@ class SimCLRTask(TaskPlugin[SimCLRConfig]):
                 if info.is_main and step < total and run.checkpoint_due(step):  # after the epoch's evaluation
                     save(step)
                 D.barrier(info)
-        metrics["train/images_per_s"] = seen * info.world_size / max(1e-9, time.perf_counter() - t0) if seen else 0.0
+        if seen:  # else resumed from the final checkpoint: the rate it saved
+            metrics["train/images_per_s"] = seen * info.world_size / max(1e-9, time.perf_counter() - t0)
+        metrics.setdefault("train/images_per_s", 0.0)
         if info.is_main:
             save(step, final=True)
             final = evaluate_encoder(trainer.model.encoder, bank, test, spec, config.eval, device,
