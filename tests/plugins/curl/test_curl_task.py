@@ -83,6 +83,8 @@ def test_smoke_run_logs_on_frame_axis_checkpoints_resumes_and_evaluates(tmp_path
     save = run.save_checkpoint
 
     def save_and_snapshot(state, step, **kwargs):
+        if step == 160:  # as if the first 160 frames had taken 1000 s longer: a resume from here must count them
+            state = {**state, "loop": {**state["loop"], "train_seconds": state["loop"]["train_seconds"] + 1000}}
         path = save(state, step, **kwargs)
         if step == 160:  # what the folder holds if the process is killed before the 320-frame checkpoint
             shutil.copytree(run.dir / "checkpoints", killed_at_160)
@@ -92,6 +94,7 @@ def test_smoke_run_logs_on_frame_axis_checkpoints_resumes_and_evaluates(tmp_path
     metrics = task.train(cfg, run)
     run.finish(metrics)
     assert metrics["train/env_frames"] == 320 and metrics["train/updates"] == 40 - 10
+    assert metrics["perf/frames_per_second"] == pytest.approx(320 / metrics["perf/train_seconds"])
     assert "eval/episode_return" in metrics and metrics["eval/episode_return"] >= 0
     tags = scalars(run.dir)
     assert tags["eval/episode_return_vs_env_frames"] == [0, 160, 320]
@@ -115,6 +118,9 @@ def test_smoke_run_logs_on_frame_axis_checkpoints_resumes_and_evaluates(tmp_path
     metrics2 = task.train(resumed.config, resumed)
     resumed.finish(metrics2)
     assert metrics2["train/env_frames"] == 320 and metrics2["train/updates"] == metrics["train/updates"]
+    # the rate covers the whole run's training (frames over seconds summed across the resume), not the resumed part
+    assert 1000 < metrics2["perf/train_seconds"] < 1000 + resumed.elapsed()
+    assert metrics2["perf/frames_per_second"] == pytest.approx(320 / metrics2["perf/train_seconds"])
     rows = [json.loads(line) for line in (run.dir / "metrics.jsonl").read_text().splitlines()]
     evals = [r["step"] for r in rows if "eval/episode_return_vs_env_frames" in r]
     assert evals == [0, 160, 320]  # nothing logged twice after the resume

@@ -102,6 +102,12 @@ class _TrainLoop(BaseCallback):
         self.state = loop_state  # next_eval, last_eval; checkpointed
         self.episode_return = 0.0
         self.clock = (time.monotonic(), None, None)  # (time, frames, updates) of the last rate measurement
+        self.started = time.monotonic()  # this process's share of train_seconds counts from here
+
+    def train_seconds(self) -> float:
+        """Training seconds summed over resumes: those saved in the checkpoint resumed from, plus this process's
+        (the time of work lost after that checkpoint is left out, like the work itself)."""
+        return float(self.state.get("train_seconds", 0.0)) + time.monotonic() - self.started
 
     @property
     def frames(self) -> int:
@@ -165,7 +171,8 @@ class _TrainLoop(BaseCallback):
         """Save agent, loop state and (optionally) the replay buffer, which only the newest checkpoint keeps
         (``final``: after the last step; a pending Ctrl-C then lets the run finish)."""
         self.state["last_ckpt_frames"] = self.frames
-        state: dict[str, Any] = {"agent": self.model.training_state(), "loop": dict(self.state)}
+        state: dict[str, Any] = {"agent": self.model.training_state(),
+                                 "loop": {**self.state, "train_seconds": self.train_seconds()}}
         if self.config.train.save_buffer:
             state["replay_buffer"] = self.model.replay_buffer.state_dict()
         self.run.save_checkpoint(state, step=self.frames, latest_only=("replay_buffer",), final=final)
@@ -235,7 +242,9 @@ class CurlTask(TaskPlugin[CurlConfig]):
                 run.record(resumed_without_replay_buffer_at_frame=agent.num_timesteps * action_repeat(config))
         repeat = action_repeat(config)
         total_steps = math.ceil(config.train.env_frames / repeat)
-        started, t0 = agent.num_timesteps, time.monotonic()
+        # frames the summed training time covers: all of them, unless the checkpoint predates train_seconds
+        uncounted = agent.num_timesteps * action_repeat(config) if state and "train_seconds" not in loop_state else 0
+        started = agent.num_timesteps
         with run.progress(total_steps * repeat, description=f"curl/{config.loss.name}", unit="frame",
                           initial=started * repeat) as bar:
             loop = _TrainLoop(config, run, eval_env, bar, loop_state)
@@ -248,7 +257,7 @@ class CurlTask(TaskPlugin[CurlConfig]):
             loop.maybe_evaluate(force=True)
             if loop.state.get("last_ckpt_frames") != loop.frames:
                 loop.checkpoint(final=True)
-        wall = time.monotonic() - t0
+        seconds = loop.train_seconds()
         env.close()
         eval_env.close()
         last = loop.state["last_eval"] or {}
@@ -256,7 +265,8 @@ class CurlTask(TaskPlugin[CurlConfig]):
             **last,
             "train/env_frames": float(loop.frames),
             "train/updates": float(agent._n_updates),
-            "perf/frames_per_second": (loop.frames - started * repeat) / max(wall, 1e-9),
+            "perf/train_seconds": seconds,
+            "perf/frames_per_second": (loop.frames - uncounted) / max(seconds, 1e-9),
         }
 
     def check_eval(self, options: EvalOptions) -> None:
