@@ -16,6 +16,7 @@ Hyperparameter names and ranges were already checked when the config was resolve
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from contrastlab.platform.errors import IncompatibleError
@@ -49,6 +50,13 @@ def check_components(plugin: TaskPlugin[Any], config: TaskConfig) -> None:
         )
 
 
+def unsupervised_losses(refused: Iterable[str] = ()) -> list[str]:
+    """Names of the registered losses that need no labels, those in ``refused`` (the ones a plugin refuses under
+    its config) left out: the list a label hint suggests instead of a label-aware loss."""
+    losses, skip = registry("loss"), set(refused)
+    return [n for n in losses.names() if not losses.get(n).label_kinds and n not in skip]
+
+
 def check_labels(plugin: TaskPlugin[Any], config: TaskConfig) -> None:
     """Refuse a label-aware loss whose label kinds the plugin's batches cannot carry under ``config``."""
     needed = registry("loss").get(config.loss.name).label_kinds
@@ -58,8 +66,7 @@ def check_labels(plugin: TaskPlugin[Any], config: TaskConfig) -> None:
     if needed & available:
         return
     have = ", ".join(sorted(available)) or "no labels"
-    unsupervised = [n for n in registry("loss").names() if not registry("loss").get(n).label_kinds]
-    hint = plugin.label_hint(config, needed) or f"choose an unsupervised loss ({', '.join(unsupervised)})"
+    hint = plugin.label_hint(config, needed) or f"choose an unsupervised loss ({', '.join(unsupervised_losses())})"
     raise IncompatibleError(
         f"loss '{config.loss.name}' needs {' or '.join(sorted(needed))} labels, but plugin '{plugin.name}' "
         f"provides {have} with this config; {hint}"

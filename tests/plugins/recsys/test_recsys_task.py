@@ -101,6 +101,15 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, message):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize("loss", ["supcon", "punce", "unbiased"])
+def test_a_label_aware_loss_is_told_the_unsupervised_losses_recsys_accepts(tmp_path, loss):
+    """The suggested losses leave out debiased_pos, which this plugin refuses too."""
+    code, out = run_cli(["train", "--plugin", "recsys", "--preset", "smoke", "--loss", loss,
+                         "--logdir", str(tmp_path / "r")])
+    assert code == 2 and "choose an unsupervised loss (bcl, dcl, hcl, infonce, pucl)" in " ".join(out.split()), out
+    assert "debiased_pos" not in out
+
+
 def test_malformed_csv_via_cli_is_refused(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("user,item,rating\n1,2,5\n1,3,x\n")

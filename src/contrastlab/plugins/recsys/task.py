@@ -19,6 +19,7 @@ import torch
 import contrastlab as cl
 from contrastlab.platform.errors import ConfigError, ContrastlabError, IncompatibleError, UnknownNameError
 from contrastlab.platform.logwindow import LogWindow
+from contrastlab.platform.preflight import unsupervised_losses
 from contrastlab.platform.run import Run
 from contrastlab.platform.task import ComponentSpec, EvalOptions, TaskPlugin
 from contrastlab.plugins.recsys.config import FROM_DENSITY, PRESETS, RecsysConfig
@@ -87,6 +88,10 @@ class RecsysTask(TaskPlugin[RecsysConfig]):
     def label_kinds(self, config: RecsysConfig) -> frozenset[str]:
         """None: batches carry interactions only (users and items have no observed classes)."""
         return frozenset()
+
+    def label_hint(self, config: RecsysConfig, needed: frozenset[str]) -> str | None:
+        """The unsupervised losses to use instead, those refused here (:data:`REFUSED_LOSSES`) left out."""
+        return f"choose an unsupervised loss ({', '.join(unsupervised_losses(REFUSED_LOSSES))})"
 
     def prepare_config(self, config: RecsysConfig, explicit_keys: frozenset[str]) -> RecsysConfig:
         """Resolve ``loss.tau_plus=from-density`` (and ``tau_plus_from_density``) to the interaction density,
