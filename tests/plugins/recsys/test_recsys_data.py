@@ -117,6 +117,30 @@ def test_malformed_csv_and_missing_or_corrupt_files(tmp_path):
         load_interactions("ml-100k", str(write_ml(tmp_path / "t", "ml-100k", _text("\t"))), min_rating=9)
 
 
+def test_a_missing_zip_as_data_root_is_named_as_missing(tmp_path):
+    """data.root may be the zip itself: a missing one is reported as such, not as a folder the zip is inside."""
+    zip_path = tmp_path / "ml-100k.zip"
+    with pytest.raises(DataMissingError) as info:
+        load_interactions("ml-100k", str(zip_path))
+    text = str(info.value)
+    assert text.startswith(f"data.root={zip_path} does not exist;") and "grouplens.org" in text
+    assert "ml-100k.zip/" not in text and "\n" not in text
+
+
+@pytest.mark.parametrize(("name", "hint"), [("ratings.csv", "add --set data.dataset=csv"),
+                                            ("notes.txt", "ml-100k.zip archive, its extracted ml-100k/ folder")])
+def test_a_file_that_is_not_movielens_as_data_root_says_it_is_a_file(tmp_path, name, hint):
+    """An existing file that is neither the zip nor u.data: no advice to put a folder inside it; a CSV is pointed
+    at data.dataset=csv."""
+    file = tmp_path / name
+    file.write_text("1,2,5\n")
+    with pytest.raises(DataMissingError) as info:
+        load_interactions("ml-100k", str(file))
+    text = str(info.value)
+    assert text.startswith(f"data.root={file} is a file, but neither ml-100k.zip nor u.data;") and hint in text
+    assert f"in {file}" not in text and "\n" not in text
+
+
 def test_split_is_deterministic_four_to_one_per_user_without_leakage():
     data = generate_synthetic(users=60, items=30, min_per_user=5, max_per_user=20, seed=3)
     a, b = split_per_user(data, 0.2, seed=7), split_per_user(data, 0.2, seed=7)

@@ -186,6 +186,16 @@ def _read_zip_member(archive: Path, filename: str, how: str) -> bytes:
         raise DataMissingError(f"corrupt archive {archive} ({exc}); {how}") from None
 
 
+def _not_movielens_file(variant: str, file: Path) -> str:
+    """Why the file ``data.root`` names holds no MovieLens ``variant``, and what to pass instead."""
+    filename = MOVIELENS[variant][0]
+    text = f"data.root={file} is a file, but neither {variant}.zip nor {filename}"
+    if file.suffix.lower() == ".csv":
+        return f"{text}; for a CSV of user,item[,rating[,timestamp]] rows add --set data.dataset=csv"
+    return (f"{text}; pass --set data.root=PATH with PATH the {variant}.zip archive, its extracted {variant}/ "
+            "folder or a folder holding either (from https://grouplens.org/datasets/movielens/)")
+
+
 def movielens_bytes(variant: str, root: str | Path | None) -> tuple[bytes, str]:
     """The ratings file of ``variant`` (``ml-100k``/``ml-1m``) and its location, from ``root`` or the cache.
 
@@ -200,7 +210,11 @@ def movielens_bytes(variant: str, root: str | Path | None) -> tuple[bytes, str]:
             return _read_zip_member(base, filename, how), f"{base}:{filename}"
         if base.name == filename:
             return base.read_bytes(), str(base)
-        raise DataMissingError(f"data.root={base} is neither {variant}.zip nor {filename}; {how}")
+        raise DataMissingError(_not_movielens_file(variant, base))
+    if root and base.suffix == ".zip" and not base.exists():
+        raise DataMissingError(f"data.root={base} does not exist; download {variant}.zip from "
+                               f"https://grouplens.org/datasets/movielens/ to {base}, or point data.root at the zip "
+                               f"or its extracted {variant}/ folder")
     for folder in (base, base / variant):
         if (folder / filename).is_file():
             return (folder / filename).read_bytes(), str(folder / filename)
