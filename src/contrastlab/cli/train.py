@@ -14,12 +14,13 @@ from typing import Annotated
 
 import torch
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from contrastlab.cli.common import console, err_console, print_commands, say, shell_command, user_errors
 from contrastlab.experiments.grid import fmt_duration
 from contrastlab.platform.config import flatten_items, load_yaml_file, resolve_config
-from contrastlab.platform.errors import ConfigError, ContrastlabError, RunDirError
+from contrastlab.platform.errors import ConfigError, ContrastlabError, RunDirError, StorageError
 from contrastlab.platform.plugins import get_task_plugin
 from contrastlab.platform.run import Run, read_run_info, resolve_device
 from contrastlab.platform.rundir import check_writable_dir
@@ -114,6 +115,9 @@ def execute(run: Run) -> dict:
         with stop:
             run.graceful_stop = stop
             metrics = run.plugin.train(run.config, run)
+        if stop.requested:
+            say("the stop came during the last step or the final evaluation, so the run finished instead", stderr=True)
+        return run.finish(metrics)  # in the try: a summary.json that cannot be written says how to resume too
     except KeyboardInterrupt:
         with _repeat_ctrl_c_ignored():  # a terminal's repeated Ctrl-C must not cut the messages short
             run.mark("interrupted")
@@ -132,6 +136,8 @@ def execute(run: Run) -> dict:
         raise typer.Exit(130) from None
     except Exception as exc:
         run.mark("failed", error=f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, StorageError):  # a full disk, a read-only folder: once fixed, --resume continues
+            fail_with_resume(str(exc), run, getattr(exc, "exit_code", 2))
         if isinstance(exc, ContrastlabError):
             raise
         if run.is_main:
@@ -141,9 +147,13 @@ def execute(run: Run) -> dict:
         raise
     finally:
         run.graceful_stop = None
-    if stop.requested:
-        say("the stop came during the last step or the final evaluation, so the run finished instead", stderr=True)
-    return run.finish(metrics)
+
+
+def fail_with_resume(message: str, run: Run, code: int) -> None:
+    """``error: message`` on one line, then the command that continues ``run`` once the cause is fixed; exit."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    print_commands("fix the cause, then continue with:", resume_command(run), stderr=True)
+    raise typer.Exit(code)
 
 
 def add_train_commands(app: typer.Typer) -> None:
