@@ -120,6 +120,8 @@ BAD_INPUTS = [
     (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--device", "cuda"], ["CUDA is not available"]),
     (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--device", "tpu"], ["unknown device"]),
     (["train", "--loss", "dcl"], ["--plugin is required"]),
+    (["train", "--plugin", "toy_clusters", "--loss", "infonce,dcl", "--preset", "smoke"],
+     ["trains one loss", "platform compare --plugin toy_clusters --loss infonce,dcl --preset smoke"]),
     (["config", "--plugin", "nope"], ["unknown plugin"]),
 ]
 
@@ -297,3 +299,29 @@ def test_summary_json_on_a_full_disk_prints_the_resume_command(
     code, out = run_cli(["train", "--resume", str(run_dir)])
     assert code == 0, out
     assert json.loads((run_dir / "run.json").read_text())["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "default"),
+    [
+        ("train", "--seed", "(default: 1;"),
+        ("train", "--device", "(default: the preset's device, else auto;"),
+        ("train", "--preset", "(default: the plugin's default preset, smoke for every built-in plugin;"),
+        ("train", "--loss", "(default: the plugin's: punce for pu, infonce for the others)"),
+        ("eval", "--episodes", "(default: the run's config;"),
+        ("eval", "--device", "(default: the device in the run's config.yaml)"),
+        ("config", "--preset", "(default: the plugin's default preset, smoke for every built-in plugin;"),
+    ],
+)
+def test_help_says_each_default(command: str, option: str, default: str) -> None:
+    code, out = run_cli([command, "--help"], env={"COLUMNS": "400"})
+    assert code == 0, out
+    line = next(line for line in out.splitlines() if line.startswith("│") and f" {option} " in line)
+    assert default in line, line
+
+
+def test_tune_help_on_set_says_a_loss_key_must_fit_the_loss() -> None:
+    code, out = run_cli(["tune", "--help"], env={"COLUMNS": "400"})
+    assert code == 0, out
+    line = next(line for line in out.splitlines() if " --set " in line)
+    assert "A loss.* key must be a hyperparameter of --loss" in line and "only reaches" not in line, line
