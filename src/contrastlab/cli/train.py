@@ -209,7 +209,9 @@ def add_train_commands(app: typer.Typer) -> None:
             str | None, typer.Option(help="Name of the run directory instead of <time>-s<seed>.")
         ] = None,
         resume: Annotated[
-            Path | None, typer.Option(help="Continue a killed/interrupted run from its last checkpoint.")
+            Path | None,
+            typer.Option(help="Continue a killed, interrupted or failed run from its last checkpoint (refused when its "
+                         "config.yaml changed since then, except device, keep_checkpoints and data paths)."),
         ] = None,
         keep_checkpoints: Annotated[
             int | None,
