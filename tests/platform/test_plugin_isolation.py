@@ -196,6 +196,9 @@ def test_invalid_registration_skips_the_package_not_every_command(bad, problem, 
         assert code == 0 and "dcl" in out
         code, out = run_cli(["config", "--plugin", "recsys", "--preset", "smoke"])
         assert code == 0, out
+        code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl"])  # its plugin: gone, and why
+        assert code == 2 and "unknown plugin 'toy_clusters'" in out and "Traceback" not in out, out
+        assert "Skipped plugin packages (see the warning above): 'contrastlab-toy'" in out, out
     lines = [line for line in capsys.readouterr().err.splitlines() if "contrastlab-toy" in line]
     assert len(lines) == 1, lines
     assert lines[0].startswith("warning: plugin package 'contrastlab-toy' skipped:")

@@ -26,7 +26,7 @@ from typing import Any
 import pluggy
 
 from contrastlab.platform import hookspecs
-from contrastlab.platform.errors import ConfigError
+from contrastlab.platform.errors import ConfigError, UnknownNameError
 from contrastlab.platform.registry import Registry
 
 ENTRY_POINT_GROUP = "contrastlab"
@@ -302,5 +302,14 @@ def registry(kind: str) -> Registry:
 
 
 def get_task_plugin(name: str) -> Any:
-    """A fresh instance of the registered task plugin ``name`` (unknown names raise with suggestions)."""
-    return registry("plugin").get(name).factory()
+    """A fresh instance of the registered task plugin ``name`` (unknown names raise with suggestions, and name the
+    third-party packages that were skipped: the plugin may be one of theirs)."""
+    pm = get_plugin_manager()
+    try:
+        component = pm.registries["plugin"].get(name)
+    except UnknownNameError as exc:
+        if not pm.skipped:
+            raise
+        skipped = ", ".join(f"'{package}'" for package in sorted(pm.skipped))
+        raise UnknownNameError(f"{exc} Skipped plugin packages (see the warning above): {skipped}.") from None
+    return component.factory()
