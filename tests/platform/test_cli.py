@@ -120,6 +120,8 @@ BAD_INPUTS = [
     (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--device", "cuda"], ["CUDA is not available"]),
     (["train", "--plugin", "toy_clusters", "--loss", "dcl", "--device", "tpu"], ["unknown device"]),
     (["train", "--loss", "dcl"], ["--plugin is required"]),
+    (["train", "--plugin", "toy_clusters", "--loss", "infonce,dcl", "--preset", "smoke"],
+     ["trains one loss", "platform compare --plugin toy_clusters --loss infonce,dcl --preset smoke"]),
     (["config", "--plugin", "nope"], ["unknown plugin"]),
 ]
 
@@ -267,3 +269,59 @@ def test_config_says_when_train_would_refuse_the_config() -> None:
     assert code == 0 and "would refuse" not in out
     code, out = run_cli(["config", "--plugin", "recsys", "--loss", "debiased_pos"])  # the plugin's own check
     assert code == 0 and "would refuse this config: plugin 'recsys' cannot use loss 'debiased_pos'" in out
+
+
+def test_summary_json_on_a_full_disk_prints_the_resume_command(
+    toy_pm: PluginManager, tmp_path: Path, monkeypatch
+) -> None:
+    """Training succeeded but summary.json cannot be written: one error line, then how to continue the run."""
+    import errno
+
+    import contrastlab.platform.run as run_module
+
+    real_write = run_module.write_text_atomic
+
+    def full_at_summary(path: Path, text: str) -> None:
+        if Path(path).name == "summary.json":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(path, text)
+
+    monkeypatch.setattr(run_module, "write_text_atomic", full_at_summary)
+    args = ["train", "--plugin", "toy_clusters", "--loss", "dcl", "--logdir", str(tmp_path),
+            "--set", "train.steps=10", "--set", "checkpoint_every=10"]  # fmt: skip
+    code, out = run_cli(args)
+    assert_one_line_error(code, out, "summary.json", "No space left on device")
+    assert len([line for line in out.splitlines() if line.startswith("error:")]) == 1, out
+    (run_dir,) = [p for p in tmp_path.glob("*/*/*") if p.is_dir()]
+    assert "fix the cause, then continue with:" in out and f"platform train --resume {run_dir}" in out, out
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
+    monkeypatch.setattr(run_module, "write_text_atomic", real_write)
+    code, out = run_cli(["train", "--resume", str(run_dir)])
+    assert code == 0, out
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "default"),
+    [
+        ("train", "--seed", "(default: 1;"),
+        ("train", "--device", "(default: the preset's device, else auto;"),
+        ("train", "--preset", "(default: the plugin's default preset, smoke for every built-in plugin;"),
+        ("train", "--loss", "(default: the plugin's: punce for pu, infonce for the others)"),
+        ("eval", "--episodes", "(default: the run's config;"),
+        ("eval", "--device", "(default: the device in the run's config.yaml)"),
+        ("config", "--preset", "(default: the plugin's default preset, smoke for every built-in plugin;"),
+    ],
+)
+def test_help_says_each_default(command: str, option: str, default: str) -> None:
+    code, out = run_cli([command, "--help"], env={"COLUMNS": "400"})
+    assert code == 0, out
+    line = next(line for line in out.splitlines() if line.startswith("│") and f" {option} " in line)
+    assert default in line, line
+
+
+def test_tune_help_on_set_says_a_loss_key_must_fit_the_loss() -> None:
+    code, out = run_cli(["tune", "--help"], env={"COLUMNS": "400"})
+    assert code == 0, out
+    line = next(line for line in out.splitlines() if " --set " in line)
+    assert "A loss.* key must be a hyperparameter of --loss" in line and "only reaches" not in line, line

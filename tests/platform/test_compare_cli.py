@@ -209,3 +209,35 @@ def test_recorded_rows_keeps_a_tuned_compares_single_row(tmp_path: Path) -> None
     assert recorded_rows([plain]) is None
     assert recorded_rows([tuned, plain]) == []
     assert recorded_rows([tuned, other]) is None  # they disagree: the default rows
+
+
+@pytest.mark.parametrize(("signum", "code"), [("SIGTERM", 143), ("SIGINT", 130)])
+def test_kill_prints_the_resume_hint_like_ctrl_c(toy_pm, tmp_path, monkeypatch, signum, code):
+    """``kill PID`` of a compare (SIGTERM) stops the runs like Ctrl-C and says how to resume; exit 143, not 130."""
+    import signal
+    import time
+
+    from contrastlab.testing import signal_self
+
+    def killed_grid(points, out, **kw):
+        signal_self(getattr(signal, signum))
+        time.sleep(5)  # the handler interrupts this sleep
+        raise AssertionError("the signal did not stop the grid")
+
+    def not_this_process(*_):  # on the old code SIGTERM would end the test process
+        raise AssertionError("SIGTERM reached the default handler")
+
+    monkeypatch.setattr(runner, "run_grid", killed_grid)
+    previous = signal.signal(signal.SIGTERM, not_this_process)
+    try:
+        result = CliRunner().invoke(app, [*BASE, "--out", str(tmp_path / "out")])
+        assert signal.getsignal(signal.SIGTERM) is not_this_process  # restored after the grid
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert result.exit_code == code, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "interrupted; run the same command again to resume the unfinished runs"
+    )
+    from contrastlab.cli.compare import LOCK_FILE
+
+    assert not (tmp_path / "out" / LOCK_FILE).exists()  # the clean-up ran: a rerun is not refused as busy

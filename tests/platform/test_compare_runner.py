@@ -30,7 +30,11 @@ FAKE_TRAIN = textwrap.dedent(
                 fh.write(f"{time.time()}\\n")
             time.sleep(float(os.environ["FAKE_STOP_DELAY"]))
             sys.exit(130)
-        signal.signal(signal.SIGINT, on_ctrl_c)
+        if os.environ.get("FAKE_STOP_SIGNAL") == "SIGTERM":  # started with `&` from a script: SIGINT ignored
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, on_ctrl_c)
+        else:
+            signal.signal(signal.SIGINT, on_ctrl_c)
     time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
     def opt(name):
         return argv[argv.index(name) + 1] if name in argv else None
@@ -209,3 +213,32 @@ def test_a_start_killed_inside_run_create_is_discarded_before_the_retry(tmp_path
     discard_unstarted(unstarted)
     discard_unstarted(started)
     assert not unstarted.exists() and (started / "config.yaml").is_file()
+
+
+def test_sigterm_stops_the_runs_with_sigterm(tmp_path, fake, monkeypatch):
+    """After ``kill PID`` of the driver the runs get SIGTERM, not SIGINT: a compare started with ``&`` from a
+    script ignores SIGINT, and so do its runs, which would only stop when killed 30 s later (left ``running``)."""
+    import os
+    import time
+
+    from contrastlab.experiments.interrupts import Terminated
+
+    base, calls = fake
+    monkeypatch.setenv("FAKE_SLEEP", "60")
+    monkeypatch.setenv("FAKE_STOP_DELAY", "0")
+    monkeypatch.setenv("FAKE_STOP_SIGNAL", "SIGTERM")
+    real_sleep, ticks = time.sleep, []
+
+    def terminate_once_both_run(seconds):
+        ticks.append(seconds)
+        if len(ticks) == 20:
+            raise Terminated
+        real_sleep(min(seconds, 0.1))
+
+    monkeypatch.setattr(time, "sleep", terminate_once_both_run)
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_grid(grid(), tmp_path / "out", slots=[None, None], base=base, console=quiet(), poll=0.05)
+    assert time.monotonic() - start < 20
+    stops = Path(os.environ["FAKE_CALLS"] + ".stops").read_text().split()
+    assert len(calls()) == 2 and len(stops) == 2  # both runs stopped through their SIGTERM handler

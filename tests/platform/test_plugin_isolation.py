@@ -150,3 +150,70 @@ def test_two_builtins_with_one_name_is_still_a_bug() -> None:
     pm.register_module(Module(), package="contrastlab", name="dup-builtin")
     with use_plugin_manager(pm), pytest.raises(ConfigError, match="registered twice"):
         _ = pm.registries
+
+
+class _SamplerWithoutAccepts:
+    """A third-party sampler whose ``accepts`` is misspelt ``accept``."""
+
+    name = "one_way"
+    accept = frozenset({"two_views"})
+
+    def __init__(self, embed_dim: int = 0) -> None:
+        self.embed_dim = embed_dim
+
+
+class _BadSamplerModule:
+    import contrastlab as _cl
+
+    @_cl.hookimpl
+    def register_samplers(self, register) -> None:
+        register(_SamplerWithoutAccepts)
+
+
+class _NamelessLossModule:
+    import contrastlab as _cl
+
+    @_cl.hookimpl
+    def register_losses(self, register) -> None:
+        register(object)
+
+
+@pytest.mark.parametrize(
+    ("bad", "problem"),
+    [(_BadSamplerModule(), "sampler 'one_way' from package 'contrastlab-toy' declares no inputs"),
+     (_NamelessLossModule(), "has no name")],
+    ids=["sampler-without-accepts", "loss-without-name"],
+)
+def test_invalid_registration_skips_the_package_not_every_command(bad, problem, capsys, monkeypatch) -> None:
+    import contrastlab_toy.plugin
+
+    monkeypatch.setattr(plugins, "_warned", set())
+    with fresh_plugin_manager(contrastlab_toy.plugin, bad, package="contrastlab-toy") as pm:
+        losses = pm.registries["loss"]
+        assert "dcl" in losses and "toy_margin" not in losses  # the whole package is out, not half of it
+        assert "toy_clusters" not in pm.registries["plugin"] and "contrastlab-toy" in pm.skipped
+        code, out = run_cli(["list", "losses"])
+        assert code == 0 and "dcl" in out
+        code, out = run_cli(["config", "--plugin", "recsys", "--preset", "smoke"])
+        assert code == 0, out
+        code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl"])  # its plugin: gone, and why
+        assert code == 2 and "unknown plugin 'toy_clusters'" in out and "Traceback" not in out, out
+        assert "Skipped plugin packages (see the warning above): 'contrastlab-toy'" in out, out
+    lines = [line for line in capsys.readouterr().err.splitlines() if "contrastlab-toy" in line]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("warning: plugin package 'contrastlab-toy' skipped:")
+    assert problem in lines[0] and "CONTRASTLAB_PLUGINS=" in lines[0]
+
+
+def test_invalid_builtin_registration_is_still_a_bug() -> None:
+    import contrastlab as cl
+
+    class Module:
+        @cl.hookimpl
+        def register_samplers(self, register) -> None:
+            register(_SamplerWithoutAccepts)
+
+    pm = PluginManager(entry_points=False)
+    pm.register_module(Module(), package="contrastlab", name="bad-builtin")
+    with use_plugin_manager(pm), pytest.raises(ConfigError, match="declares no inputs"):
+        _ = pm.registries

@@ -41,6 +41,8 @@ BASE = ["tune", "--plugin", "recsys", "--loss", "dcl", *TINY]
         (["--search", "loss.tau_plus=uniform(0.1,2)"], "loss.tau_plus=2.0 is refused"),  # and both bounds
         (["--search", "loss.tau_plus=uniform(0.1,0.2)", "--search", "train.batch_size=int(0,2)"],
          "train.batch_size=0 is refused"),
+        (["--search", "train.num_negatives=uniform(1,3)"], "use --search 'train.num_negatives=int(1,3)'"),  # int key
+        (["--search", "encoder.dim=log-uniform(8,64)"], "use --search 'encoder.dim=log-int(8,64)'"),
         (["--search", "loss.tau_plus=uniform(0.01,0.3)", "--storage", "nosuchdb://x/y"], "--storage nosuchdb://x/y"),
         (["--search", "loss.tau_plus=uniform(0.01,0.3)", "--backend", "ray", "--address", "127.0.0.1:1"],
          "--address 127.0.0.1:1: no Ray cluster reachable"),

@@ -25,7 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from contrastlab.cli import train as commands_train
-from contrastlab.cli.common import console, err_console, print_usage_error, user_errors
+from contrastlab.cli.common import PRESET_DEFAULT, console, err_console, print_usage_error, user_errors
 from contrastlab.cli.compare import add_compare_commands
 from contrastlab.cli.tune import add_tune_commands
 from contrastlab.platform.config import config_to_yaml, resolve_config
@@ -134,7 +134,7 @@ def list_command(
 @user_errors
 def config_command(
     plugin: Annotated[str, typer.Option("--plugin", "-p", help="Task plugin name (see `platform list plugins`).")],
-    preset: Annotated[str | None, typer.Option(help="Preset to start from (default: the plugin's default).")] = None,
+    preset: Annotated[str | None, typer.Option(help=f"Preset to start from ({PRESET_DEFAULT}).")] = None,
     config_file: Annotated[
         Path | None, typer.Option("--config", help="YAML file with overrides (e.g. a saved config.yaml).")
     ] = None,

@@ -18,6 +18,11 @@ from contrastlab.platform.errors import ContrastlabError
 F = TypeVar("F", bound=Callable[..., Any])
 
 console = Console()
+PRESET_DEFAULT = (
+    "default: the plugin's default preset, smoke for every built-in plugin; `platform list plugins` lists each "
+    "plugin's presets, default first"
+)
+"""The default of ``--preset``, as the help of ``train`` and ``config`` says it."""
 err_console = Console(stderr=True)
 
 

@@ -18,6 +18,7 @@ import typer
 from contrastlab.cli.common import console, err_console, print_commands, say, shell_command, user_errors
 from contrastlab.experiments import grid as cmp
 from contrastlab.experiments import runner
+from contrastlab.experiments.interrupts import sigterm_as_interrupt
 from contrastlab.experiments.plan import eta_lines, make_plan, make_tuned_plan
 from contrastlab.platform.errors import ConfigError
 from contrastlab.platform.run import resolve_device
@@ -222,7 +223,8 @@ def add_compare_commands(app: typer.Typer) -> None:
         summary.csv, results.md (mean ± std [95 % CI]; best in bold only where intervals separate, else "tie"),
         curves.png, aggregate.png, final.png, tensorboard/.
 
-        Repeating the command skips finished runs and resumes unfinished ones (see docs/compare.md).
+        Repeating the command skips finished runs and resumes unfinished ones (see docs/compare.md). Ctrl-C
+        (exit 130) or SIGTERM (`kill PID`, exit 143) stops the running runs, which end interrupted.
 
         A failed run never stops the others; results.md lists it with its error, and the exit code is 1.
 
@@ -300,18 +302,21 @@ def add_compare_commands(app: typer.Typer) -> None:
             spec = {**plan.spec, "preset": plan.preset, "rows": row_keys(rows) or plan.rows}
             spec["runs"] = [str(p.run_dir(out_dir)) for p in plan.points]
             (out_dir / "compare.json").write_text(json.dumps(spec, indent=2))
-            try:
-                if ray_opts is None:
-                    results = runner.run_grid(plan.points, out_dir, slots=slots, console=err_console)
-                else:
-                    from contrastlab.experiments.ray_runner import run_grid_ray
+            with sigterm_as_interrupt() as term:  # `kill PID` stops the runs like Ctrl-C (exit 143, not 130)
+                try:
+                    if ray_opts is None:
+                        results = runner.run_grid(plan.points, out_dir, slots=slots, console=err_console)
+                    else:
+                        from contrastlab.experiments.ray_runner import run_grid_ray
 
-                    results = run_grid_ray(plan.points, out_dir, console=err_console, shared_fs=shared_fs, **ray_opts)
-            except KeyboardInterrupt:
-                err_console.print(
-                    "interrupted; run the same command again to resume the unfinished runs", soft_wrap=True
-                )
-                raise typer.Exit(130) from None
+                        results = run_grid_ray(
+                            plan.points, out_dir, console=err_console, shared_fs=shared_fs, **ray_opts
+                        )
+                except KeyboardInterrupt:
+                    err_console.print(
+                        "interrupted; run the same command again to resume the unfinished runs", soft_wrap=True
+                    )
+                    raise typer.Exit(term.exit_code) from None
             from contrastlab.experiments.report import build_report
 
             dirs = [p.run_dir(out_dir) for p in plan.points if p.run_dir(out_dir).is_dir()]

@@ -14,12 +14,21 @@ from typing import Annotated
 
 import torch
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from contrastlab.cli.common import console, err_console, print_commands, say, shell_command, user_errors
+from contrastlab.cli.common import (
+    PRESET_DEFAULT,
+    console,
+    err_console,
+    print_commands,
+    say,
+    shell_command,
+    user_errors,
+)
 from contrastlab.experiments.grid import fmt_duration
 from contrastlab.platform.config import flatten_items, load_yaml_file, resolve_config
-from contrastlab.platform.errors import ConfigError, ContrastlabError, RunDirError
+from contrastlab.platform.errors import ConfigError, ContrastlabError, RunDirError, StorageError
 from contrastlab.platform.plugins import get_task_plugin
 from contrastlab.platform.run import Run, read_run_info, resolve_device
 from contrastlab.platform.rundir import check_writable_dir
@@ -114,6 +123,9 @@ def execute(run: Run) -> dict:
         with stop:
             run.graceful_stop = stop
             metrics = run.plugin.train(run.config, run)
+        if stop.requested:
+            say("the stop came during the last step or the final evaluation, so the run finished instead", stderr=True)
+        return run.finish(metrics)  # in the try: a summary.json that cannot be written says how to resume too
     except KeyboardInterrupt:
         with _repeat_ctrl_c_ignored():  # a terminal's repeated Ctrl-C must not cut the messages short
             run.mark("interrupted")
@@ -132,6 +144,8 @@ def execute(run: Run) -> dict:
         raise typer.Exit(130) from None
     except Exception as exc:
         run.mark("failed", error=f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, StorageError):  # a full disk, a read-only folder: once fixed, --resume continues
+            fail_with_resume(str(exc), run, getattr(exc, "exit_code", 2))
         if isinstance(exc, ContrastlabError):
             raise
         if run.is_main:
@@ -141,9 +155,13 @@ def execute(run: Run) -> dict:
         raise
     finally:
         run.graceful_stop = None
-    if stop.requested:
-        say("the stop came during the last step or the final evaluation, so the run finished instead", stderr=True)
-    return run.finish(metrics)
+
+
+def fail_with_resume(message: str, run: Run, code: int) -> None:
+    """``error: message`` on one line, then the command that continues ``run`` once the cause is fixed; exit."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    print_commands("fix the cause, then continue with:", resume_command(run), stderr=True)
+    raise typer.Exit(code)
 
 
 def add_train_commands(app: typer.Typer) -> None:
@@ -157,13 +175,17 @@ def add_train_commands(app: typer.Typer) -> None:
             typer.Option("--plugin", "-p", help="Task plugin: curl, simclr, pu, graph, recsys, or a third-party one."),
         ] = None,
         loss: Annotated[
-            str | None, typer.Option(help="Loss name, e.g. infonce, dcl, hcl, bcl, pucl, punce, debiased_pos.")
+            str | None,
+            typer.Option(help="One loss, e.g. infonce, dcl, hcl, bcl, pucl, punce, debiased_pos (default: the "
+                         "plugin's: punce for pu, infonce for the others). Several losses side by side: "
+                         "`platform compare --loss a,b`."),
         ] = None,
         sampler: Annotated[str | None, typer.Option(help="Sampler (default: the plugin's).")] = None,
         encoder: Annotated[str | None, typer.Option(help="Encoder (default: the plugin's).")] = None,
         preset: Annotated[
             str | None,
-            typer.Option(help="Preset, e.g. smoke (a quick CPU check; curl: about 35 s) or paper (GPU-sized)."),
+            typer.Option(help="Preset, e.g. smoke (a quick CPU check; curl: about 35 s) or paper (GPU-sized) "
+                         f"({PRESET_DEFAULT})."),
         ] = None,
         config_file: Annotated[
             Path | None, typer.Option("--config", help="YAML file of overrides (see `platform config`).")
@@ -174,14 +196,22 @@ def add_train_commands(app: typer.Typer) -> None:
                 "--set", help="Override a key, repeatable: --set loss.tau_plus=0.05 --set train.env_frames=800"
             ),
         ] = None,
-        seed: Annotated[int | None, typer.Option(help="Random seed (same seed + config = same CPU metrics).")] = None,
-        device: Annotated[str | None, typer.Option(help="auto, cpu, cuda or cuda:K.")] = None,
+        seed: Annotated[
+            int | None, typer.Option(help="Random seed (default: 1; same seed + config = same CPU metrics).")
+        ] = None,
+        device: Annotated[
+            str | None,
+            typer.Option(help="auto (CUDA when available, else CPU), cpu, cuda or cuda:K (default: the preset's "
+                         "device, else auto; the smoke presets of simclr, graph and recsys say cpu)."),
+        ] = None,
         logdir: Annotated[Path, typer.Option(help="Root directory of runs.")] = Path("runs"),
         run_name: Annotated[
             str | None, typer.Option(help="Name of the run directory instead of <time>-s<seed>.")
         ] = None,
         resume: Annotated[
-            Path | None, typer.Option(help="Continue a killed/interrupted run from its last checkpoint.")
+            Path | None,
+            typer.Option(help="Continue a killed, interrupted or failed run from its last checkpoint (refused when its "
+                         "config.yaml changed since then, except device, keep_checkpoints and data paths)."),
         ] = None,
         keep_checkpoints: Annotated[
             int | None,
@@ -222,6 +252,11 @@ def add_train_commands(app: typer.Typer) -> None:
         else:
             if plugin is None:
                 raise ConfigError("--plugin is required (or --resume RUN_DIR); see `platform list plugins`")
+            if loss is not None and "," in loss:
+                compare = shell_command("platform", "compare", "--plugin", plugin, "--loss", loss,
+                                        *(["--preset", preset] if preset else []))
+                raise ConfigError(f"--loss {loss}: platform train trains one loss; to train several side by side "
+                                  f"use {compare}")
             task = get_task_plugin(plugin)
             preset_name = preset or task.default_preset
             config = resolve_config(
@@ -248,8 +283,15 @@ def add_train_commands(app: typer.Typer) -> None:
     @user_errors
     def evaluate(
         run_dir: Annotated[Path, typer.Argument(help="A run directory written by `platform train`.")],
-        device: Annotated[str | None, typer.Option(help="auto, cpu, cuda or cuda:K.")] = None,
-        episodes: Annotated[int | None, typer.Option(min=1, help="Evaluation episodes (RL plugins).")] = None,
+        device: Annotated[
+            str | None,
+            typer.Option(help="auto, cpu, cuda or cuda:K (default: the device in the run's config.yaml)."),
+        ] = None,
+        episodes: Annotated[
+            int | None,
+            typer.Option(min=1, help="Evaluation episodes, RL plugins (default: the run's config; curl: its "
+                         "train.eval_episodes, 2 in smoke, 10 in paper)."),
+        ] = None,
         video: Annotated[Path | None, typer.Option(help="Save one evaluation episode as GIF/MP4 (RL plugins).")] = None,
     ) -> None:
         """Re-evaluate a run's latest checkpoint through its plugin; writes eval.json (the metrics and the

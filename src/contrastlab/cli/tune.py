@@ -35,6 +35,8 @@ HELP = {
     "device": "--device of every run, e.g. cuda:0 (default: the config's); a CUDA device this machine lacks is "
     "refused before anything runs (local backend).",
     "parallel": "Trials at a time in this worker (default: 1; useful with --backend ray).",
+    "set": "Fixed override for every run of every trial (repeatable), e.g. --set train.max_steps=50 (simclr). A "
+    "loss.* key must be a hyperparameter of --loss (else it is refused); a searched key cannot also be set.",
 }
 
 
@@ -51,7 +53,7 @@ def add_tune_commands(app: typer.Typer) -> None:
         seeds_per_trial: Annotated[int, typer.Option(help=HELP["seeds_per_trial"])] = 1,
         preset: Annotated[str | None, typer.Option(help="Plugin preset of every trial, e.g. --preset smoke. Required "
                           "for plugins with GPU-sized presets (curl, simclr, pu, recsys).")] = None,
-        set_: Annotated[list[str] | None, typer.Option("--set", help=COMPARE_HELP["set"])] = None,
+        set_: Annotated[list[str] | None, typer.Option("--set", help=HELP["set"])] = None,
         out: Annotated[Path | None, typer.Option(help=HELP["out"])] = None,
         storage: Annotated[str | None, typer.Option(help=HELP["storage"])] = None,
         study: Annotated[str | None, typer.Option(help=HELP["study"])] = None,

@@ -5,6 +5,8 @@ threads, and only the main thread receives SIGINT).
   waits for it, then raises :class:`KeyboardInterrupt` as usual.
 * :func:`interruptible` wraps one piece of such work (a local trial's run, a Ray grid): it yields the event the
   hook sets, and lets the hook wait until the work has ended (and, optionally, been recorded).
+* :func:`sigterm_as_interrupt` turns the first SIGTERM (``kill PID``) into the :class:`KeyboardInterrupt` of a
+  Ctrl-C, so ``platform compare`` stops its runs the same way and prints the same hint.
 """
 
 from __future__ import annotations
@@ -81,3 +83,48 @@ def interruptible(settled: Callable[[], bool] | None = None) -> Iterator[threadi
             if settled is not None and _INTERRUPTED.is_set():
                 _SETTLING.append(settled)
             _ACTIVE.notify_all()
+
+
+class Terminated(KeyboardInterrupt):
+    """The first SIGTERM inside :func:`sigterm_as_interrupt`, raised where Ctrl-C raises KeyboardInterrupt."""
+
+
+class TermState:
+    """What :func:`sigterm_as_interrupt` yields: ``terminated`` is true once a SIGTERM arrived (code that catches
+    the interrupt may re-raise a plain KeyboardInterrupt, so the exception's type is not enough to tell)."""
+
+    def __init__(self) -> None:
+        self.terminated = False
+
+    @property
+    def exit_code(self) -> int:
+        """143 (128 + SIGTERM) after a SIGTERM, else 130 (128 + SIGINT), as a shell reports a killed process."""
+        return 128 + int(signal.SIGTERM if self.terminated else signal.SIGINT)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[TermState]:
+    """Within the block (on the main thread), the first SIGTERM raises :class:`Terminated`, a KeyboardInterrupt,
+    so the clean-up of Ctrl-C runs (the runs get SIGINT, save and end ``interrupted``); a second SIGTERM does what
+    the previous handler does (by default: end the process at once). Elsewhere, or when SIGTERM is ignored, the
+    block runs unchanged."""
+    state = TermState()
+    if threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is signal.SIG_IGN:
+        yield state
+        return
+    restore = signal.SIG_DFL if previous is None else previous
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, restore)  # a second SIGTERM is not held up by the clean-up
+        state.terminated = True
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield state
+    finally:
+        signal.signal(signal.SIGTERM, restore)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab.experiments.grid import GridPoint, count
+from contrastlab.experiments.interrupts import Terminated
 from contrastlab.platform.rundir import RunDir, read_json
 
 __all__ = [
@@ -358,10 +359,13 @@ def run_grid(
                         plain.report(len(results), len(running), n_fail, finished=secs)
                 if running:
                     time.sleep(poll)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            # SIGINT (SIGTERM after a `kill`: a run started from a script with `&` ignores SIGINT) lets
+            # `platform train` save and mark the run interrupted
+            stop = signal.SIGTERM if isinstance(exc, Terminated) or not hasattr(signal, "SIGINT") else signal.SIGINT
             for proc, *_ in running.values():  # every run first: each stops (saving a checkpoint) in parallel
-                if proc.poll() is None:  # SIGINT lets `platform train` save and mark the run interrupted
-                    proc.send_signal(signal.SIGINT if hasattr(signal, "SIGINT") else signal.SIGTERM)
+                if proc.poll() is None:
+                    proc.send_signal(stop)
             deadline = time.monotonic() + 30
             for proc, i, t0, _task, fh in running.values():
                 try:

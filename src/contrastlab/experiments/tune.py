@@ -39,7 +39,7 @@ from contrastlab.experiments import runner
 from contrastlab.experiments.grid import display_value
 from contrastlab.experiments.interrupts import hook_interrupts, interruptible
 from contrastlab.experiments.results import load_curves
-from contrastlab.experiments.tune_search import SearchParam, check_storage, parse_search
+from contrastlab.experiments.tune_search import SearchParam, check_integer_key, check_storage, parse_search
 from contrastlab.experiments.tune_study import (
     SETUP_ATTR,
     Interruptions,
@@ -50,6 +50,7 @@ from contrastlab.experiments.tune_study import (
     setup_record,
 )
 from contrastlab.experiments.tune_trials import TrialFailedError, TrialLines, say, shown_values, start_line
+from contrastlab.platform.config import config_to_dict, flatten_items
 from contrastlab.platform.errors import ConfigError, ContrastlabError, DataMissingError
 from contrastlab.platform.stopping import OPT_OUT_VARIABLE
 
@@ -167,6 +168,7 @@ class TuneSpec:
                 except ContrastlabError as exc:
                     where = f"--search '{param.key}={param.text}'"
                     raise ConfigError(f"{where}: {param.key}={value} is refused: {exc}") from None
+            check_integer_key(param, flatten_items(config_to_dict(config)).get(param.key))
         tags = tuple(self.plugin.logged_metrics(config)) if config is not None else ()
         if self.prune_on and tags and self.prune_on not in tags:
             raise ConfigError(

@@ -59,6 +59,19 @@ class SearchParam:
         return f"{self.kind}({','.join(str(a) for a in self.args)})"
 
 
+def check_integer_key(param: SearchParam, resolved: Any) -> None:
+    """Refuse a continuous distribution on a key whose resolved value (``resolved``, at a bound) is an integer:
+    whole-number bounds pass the config's checks, but every sampled value in between would be refused."""
+    if param.kind not in ("uniform", "log-uniform") or not isinstance(resolved, int) or isinstance(resolved, bool):
+        return
+    kind = "log-int" if param.kind == "log-uniform" else "int"
+    bounds = ",".join(f"{a:g}" for a in param.args)
+    raise ConfigError(
+        f"--search '{param.key}={param.kind}({bounds})': {param.key} takes whole numbers, but {param.kind} samples "
+        f"fractional values; use --search '{param.key}={kind}({bounds})'"
+    )
+
+
 def parse_search(spec: str) -> SearchParam:
     """Parse ``KEY=DIST``; a one-line :class:`ConfigError` for anything malformed."""
     hint = "e.g. --search 'loss.tau_plus=log-uniform(0.001,0.3)'"

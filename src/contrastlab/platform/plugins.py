@@ -26,6 +26,7 @@ from typing import Any
 import pluggy
 
 from contrastlab.platform import hookspecs
+from contrastlab.platform.errors import ConfigError, UnknownNameError
 from contrastlab.platform.registry import Registry
 
 ENTRY_POINT_GROUP = "contrastlab"
@@ -211,8 +212,14 @@ class PluginManager:
                         raise
                     self._skip(package, f"its {hook_name} hook raised {_describe(exc)}")
                     continue
-                for factory, kw in collected:
-                    self._add(regs[kind], factory, package, kw)
+                try:
+                    for factory, kw in collected:
+                        self._add(regs[kind], factory, package, kw)
+                except Exception as exc:  # an invalid declaration: no name, no ``accepts``, ...
+                    if package == BUILTIN_PACKAGE:
+                        raise  # a bug in contrastlab itself: fail loudly
+                    reason = _describe_error(exc) if isinstance(exc, ConfigError) else _describe(exc)
+                    self._skip(package, f"its {hook_name} hook registered an invalid {kind} ({reason})")
         return regs
 
     def _add(self, registry: Registry, factory: Any, package: str, kw: dict[str, Any]) -> None:
@@ -248,6 +255,11 @@ class PluginManager:
     def packages(self) -> list[PluginInfo]:
         """Loaded plugin modules with their distribution, version and implemented hooks."""
         return [self.info[k] for k in sorted(self.info)]
+
+
+def _describe_error(exc: BaseException) -> str:
+    """The message of ``exc`` on one line, without a trailing full stop (it goes inside a sentence)."""
+    return " ".join(str(exc).split()).rstrip(".") or type(exc).__name__
 
 
 def _describe(exc: BaseException) -> str:
@@ -290,5 +302,14 @@ def registry(kind: str) -> Registry:
 
 
 def get_task_plugin(name: str) -> Any:
-    """A fresh instance of the registered task plugin ``name`` (unknown names raise with suggestions)."""
-    return registry("plugin").get(name).factory()
+    """A fresh instance of the registered task plugin ``name`` (unknown names raise with suggestions, and name the
+    third-party packages that were skipped: the plugin may be one of theirs)."""
+    pm = get_plugin_manager()
+    try:
+        component = pm.registries["plugin"].get(name)
+    except UnknownNameError as exc:
+        if not pm.skipped:
+            raise
+        skipped = ", ".join(f"'{package}'" for package in sorted(pm.skipped))
+        raise UnknownNameError(f"{exc} Skipped plugin packages (see the warning above): {skipped}.") from None
+    return component.factory()
