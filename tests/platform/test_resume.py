@@ -9,21 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from test_runs import read_metrics, scalars
 
 from contrastlab.platform.plugins import PluginManager
 from contrastlab.testing import run_cli
-
-
-def read_metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(str(run_dir))
-    acc.Reload()
-    return [(e.step, e.value) for e in acc.Scalars(tag)]
 
 
 def _events_per_file(run_dir: Path, tag: str) -> list[int]:
