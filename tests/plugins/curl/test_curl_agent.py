@@ -103,7 +103,7 @@ def test_every_unsupervised_loss_runs_one_update(agent) -> None:
     for name in unsupervised:
         agent.contrastive_loss = cl.make_loss(name)
         stats = agent.update(8)
-        assert torch.isfinite(torch.tensor(stats["contrastive_loss"])), name
+        assert torch.isfinite(torch.as_tensor(stats["contrastive_loss"])), name
         assert 0.0 <= stats["contrastive_top1"] <= 1.0
 
 
