@@ -323,3 +323,26 @@ def test_without_address_a_private_instance_is_started_never_a_leftover_cluster(
         ray_cluster._connect(FakeRay(fail=True), None)
     with pytest.raises(ConfigError, match=r"^--address 10.0.0.5:6379: cannot connect to Ray \(Failed"):
         ray_cluster._connect(FakeRay(fail=True), "10.0.0.5:6379")
+
+
+def test_connecting_keeps_compares_sigterm_handler() -> None:
+    """``ray.init`` installs its own SIGTERM handler (``sys.exit(15)``): compare's, which stops the grid with the
+    resume hint and exit 143, must survive connecting."""
+    from contrastlab.experiments import ray_cluster
+
+    class SigtermGrabbingRay:
+        def is_initialized(self) -> bool:
+            return False
+
+        def init(self, **kwargs: object) -> None:
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(15))  # what ray.init does in the main thread
+
+    def compares(*_: object) -> None:  # stands for compare's handler
+        raise AssertionError("not called here")
+
+    before = signal.signal(signal.SIGTERM, compares)
+    try:
+        ray_cluster._connect(SigtermGrabbingRay(), None)
+        assert signal.getsignal(signal.SIGTERM) is compares
+    finally:
+        signal.signal(signal.SIGTERM, before)

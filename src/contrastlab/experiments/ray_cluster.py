@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import threading
 from typing import Any
@@ -89,6 +90,10 @@ def _connect(ray: Any, address: str | None) -> Any:
     if ray.is_initialized():
         return ray
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    # ray.init installs its own SIGTERM handler (sys.exit) in the main thread, replacing compare's, which stops the
+    # grid and prints the resume hint (exit 143): put compare's back
+    main_thread = threading.current_thread() is threading.main_thread()
+    on_sigterm = signal.getsignal(signal.SIGTERM) if main_thread else None
     try:
         # no --address: a private instance. Plain `ray.init()` would join a cluster that `ray start` left on this
         # machine (/tmp/ray/ray_current_cluster), and wait many minutes when that cluster is gone; "local" never does
@@ -97,6 +102,9 @@ def _connect(ray: Any, address: str | None) -> Any:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         where = f"--address {address}: cannot connect to Ray" if address else "the local Ray instance: cannot start it"
         raise ConfigError(f"{where} ({first[:200]})") from None
+    finally:
+        if main_thread and on_sigterm is not None:
+            signal.signal(signal.SIGTERM, on_sigterm)
     return ray
 
 

@@ -4,7 +4,10 @@ Every checkpoint records the run's ``config.yaml`` and how far ``metrics.jsonl``
 reached when it was saved (:meth:`RunDir.log_position <contrastlab.platform.rundir.RunDir.log_position>`). A
 resume continues from the newest checkpoint, so the logs are cut back to that point: rows logged after it, even at
 the checkpoint's own step (a final evaluation logged after the final checkpoint), are logged once, by the resumed
-run, in ``metrics.jsonl`` and in the event files themselves (not only in TensorBoard's purged view).
+run, in ``metrics.jsonl`` and in the event files themselves (not only in TensorBoard's purged view). A checkpoint
+written before positions were recorded gets the older cut: ``metrics.jsonl`` rows up to its step, and TensorBoard's
+``purge_step`` for the event files (right in TensorBoard's view; a raw per-file reader still sees the rows logged
+after that checkpoint in the file written before the resume).
 """
 
 from __future__ import annotations

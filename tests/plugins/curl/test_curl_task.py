@@ -158,6 +158,27 @@ def test_a_resume_without_the_replay_buffer_refills_it_before_updating_again(tmp
     assert full["train/updates"] == 30 and again["train/updates"] == 30 - 10
 
 
+def test_frames_before_a_checkpoint_without_train_seconds_stay_out_of_the_rate(tmp_path: Path) -> None:
+    """A checkpoint from before ``train_seconds`` existed: the frames it holds are not covered by the summed time,
+    so they are left out of ``perf/frames_per_second``, and the next checkpoint remembers that for later resumes
+    (it holds ``train_seconds`` of the resumed part only)."""
+    task, cfg = CurlTask(), config(*TINY, "train.eval_episodes=1")
+    run = Run.create(task, cfg, tmp_path)
+    run.finish(task.train(cfg, run))
+    for part in (run.dir / "checkpoints").glob("step_000000000320*"):
+        part.unlink()
+    old = run.dir / "checkpoints" / "step_000000000160.pt"
+    state = torch.load(old, weights_only=False)
+    del state["loop"]["train_seconds"]  # as the previous version wrote it
+    torch.save(state, old)
+    resumed = Run.open(run.dir)
+    metrics = task.train(resumed.config, resumed)
+    resumed.finish(metrics)
+    assert metrics["perf/frames_per_second"] == pytest.approx((320 - 160) / metrics["perf/train_seconds"])
+    latest = torch.load(run.dir / "checkpoints" / "step_000000000320.pt", weights_only=False)
+    assert latest["loop"]["untimed_frames"] == 160  # a resume from here still leaves those frames out
+
+
 def test_a_refill_cut_by_a_stop_goes_on_after_the_next_resume(tmp_path: Path) -> None:
     """Stopped at frame 200, inside the refill after a buffer-less resume at 160 (which ends at frame 240), the
     run saves its few refilled transitions; resumed, it finishes the refill before updating: the same 20 updates

@@ -242,8 +242,11 @@ class CurlTask(TaskPlugin[CurlConfig]):
                 run.record(resumed_without_replay_buffer_at_frame=agent.num_timesteps * action_repeat(config))
         repeat = action_repeat(config)
         total_steps = math.ceil(config.train.env_frames / repeat)
-        # frames the summed training time covers: all of them, unless the checkpoint predates train_seconds
-        uncounted = agent.num_timesteps * action_repeat(config) if state and "train_seconds" not in loop_state else 0
+        # frames the summed training time does not cover: those before a checkpoint that predates train_seconds;
+        # kept in the loop state, so every later checkpoint and resume still leaves them out of the rate
+        if state is not None and "train_seconds" not in loop_state:
+            loop_state["untimed_frames"] = agent.num_timesteps * action_repeat(config)
+        uncounted = int(loop_state.get("untimed_frames", 0))
         started = agent.num_timesteps
         with run.progress(total_steps * repeat, description=f"curl/{config.loss.name}", unit="frame",
                           initial=started * repeat) as bar:
