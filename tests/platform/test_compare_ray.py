@@ -38,9 +38,13 @@ def free_port() -> int:
 def env() -> dict[str, str]:
     path = os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 makes Ray use 127.0.0.1 for every node address (Ray 2.60 otherwise
-    # advertises the machine's interface address despite --node-ip-address): the test cluster stays on loopback
+    # advertises the machine's interface address despite --node-ip-address): the test cluster stays on loopback.
+    # RAY_AUTH_MODE=disabled: a private `ray.init()` instance (compare/tune without --address) saves
+    # ~/.ray/auth_token, and with that file present and the mode unset, the drivers' connections to this `ray start`
+    # cluster failed with InvalidAuthToken (docs/compare.md); the mode set on both sides keeps the tests independent
+    # of what earlier Ray use left on the machine
     return dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0",
-                RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+                RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="disabled")
 
 
 @pytest.fixture(scope="module")
