@@ -21,6 +21,7 @@ from contrastlab.encoders.heads import feature_dim
 from contrastlab.evaluation.svm import cross_validated_accuracy
 from contrastlab.platform.errors import ConfigError, IncompatibleError
 from contrastlab.platform.logwindow import LogWindow
+from contrastlab.platform.preflight import unsupervised_losses
 from contrastlab.platform.run import Run
 from contrastlab.platform.task import EvalOptions, TaskPlugin
 from contrastlab.plugins.graph.config import PRESETS, GraphConfig
@@ -104,9 +105,9 @@ class GraphTask(TaskPlugin[GraphConfig]):
 
     def label_hint(self, config: GraphConfig, needed: frozenset[str]) -> str | None:
         """Why a label-aware loss is refused here, and what to use instead."""
-        extra = ", debiased_pos" if config.model.mode != "infograph" else ""
+        refused = ("debiased_pos",) if config.model.mode == "infograph" else ()  # see check()
         return ("the graph plugin trains without labels (graph labels are read only by the SVM readout); use an "
-                f"unsupervised loss, e.g. infonce, dcl, hcl, bcl, pucl{extra}")
+                f"unsupervised loss ({', '.join(unsupervised_losses(refused))})")
 
     def check(self, config: GraphConfig) -> None:
         """Refuse bad input before training: debiased_pos in infograph mode, a readout list without svm, missing or
