@@ -245,7 +245,7 @@ class CurlTask(TaskPlugin[CurlConfig]):
         # frames the summed training time does not cover: those before a checkpoint that predates train_seconds;
         # kept in the loop state, so every later checkpoint and resume still leaves them out of the rate
         if state is not None and "train_seconds" not in loop_state:
-            loop_state["untimed_frames"] = agent.num_timesteps * action_repeat(config)
+            loop_state["untimed_frames"] = agent.num_timesteps * repeat
         uncounted = int(loop_state.get("untimed_frames", 0))
         started = agent.num_timesteps
         with run.progress(total_steps * repeat, description=f"curl/{config.loss.name}", unit="frame",
