@@ -137,6 +137,34 @@ def test_ctrl_c_requeues_the_interrupted_trial_without_a_traceback(tmp_path, mon
     assert waiting.params == failed.params or waiting.system_attrs["fixed_params"] == failed.params
 
 
+
+def test_kill_stops_the_study_like_ctrl_c(tmp_path, monkeypatch):
+    """``kill PID`` of a tune (SIGTERM) stops the trial, queues its parameters and says how to resume (exit 143),
+    as Ctrl-C does; it ended the process silently, without the tables, best.json or the re-queued trial."""
+    from contrastlab.experiments import tune as tn
+    from contrastlab.testing import signal_self
+
+    def killed(*args, **kwargs):
+        signal_self(signal.SIGTERM)
+        time.sleep(5)  # the handler interrupts this sleep
+        raise AssertionError("SIGTERM did not stop the trial")
+
+    def not_this_process(*_):  # on the old code SIGTERM would end the test process
+        raise AssertionError("SIGTERM reached the default handler")
+
+    monkeypatch.setattr(tn, "train_locally", killed)
+    previous = signal.signal(signal.SIGTERM, not_this_process)
+    try:
+        result = CliRunner().invoke(app, [*BASE, "--out", str(tmp_path / "out")])
+        assert signal.getsignal(signal.SIGTERM) is not_this_process  # restored afterwards
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert result.exit_code == 143, result.output
+    assert result.output.strip().splitlines()[-1] == "interrupted; run the same command again to resume the study"
+    assert (tmp_path / "out" / "trials.md").is_file()
+    study = optuna.load_study(study_name="recsys-dcl", storage=f"sqlite:///{tmp_path / 'out' / 'study.db'}")
+    assert [t.state.name for t in study.trials] == ["FAIL", "WAITING"]
+
 SLOW_TRAIN = """
 import os, sys, time
 from pathlib import Path
@@ -316,13 +344,15 @@ def test_ray_resources_check_refuses_runs_the_cluster_cannot_fit():
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_ctrl_c_with_parallel_local_trials_stops_and_requeues_every_running_trial(tmp_path, monkeypatch):
-    """--parallel 2: Ctrl-C reaches only the main thread; both trials' processes stop, both trials end FAIL with
-    their parameters queued, and Optuna logs nothing about them."""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_with_parallel_local_trials_stops_and_requeues_every_running_trial(tmp_path, monkeypatch, signum):
+    """--parallel 2: Ctrl-C (or ``kill PID``) reaches only the main thread; both trials' processes stop, both
+    trials end FAIL with their parameters queued, and Optuna logs nothing about them."""
     import threading
 
     from contrastlab.experiments import runner
     from contrastlab.experiments import tune as tn
+    from contrastlab.experiments.interrupts import sigterm_as_interrupt
 
     script = tmp_path / "slow_train.py"
     script.write_text(SLOW_TRAIN)
@@ -336,7 +366,7 @@ def test_ctrl_c_with_parallel_local_trials_stops_and_requeues_every_running_tria
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not all(p.is_file() for p in pid_files):
             time.sleep(0.1)
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signum)
 
     previous = signal.getsignal(signal.SIGINT)
     records: list[logging.LogRecord] = []
@@ -345,7 +375,7 @@ def test_ctrl_c_with_parallel_local_trials_stops_and_requeues_every_running_tria
     logging.getLogger("optuna").addHandler(handler)
     threading.Thread(target=interrupt_when_both_run, daemon=True).start()
     try:
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt), sigterm_as_interrupt():
             tn.optimize(study, spec, trials=2, parallel=2)
     finally:
         signal.signal(signal.SIGINT, previous)

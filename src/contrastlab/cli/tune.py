@@ -11,6 +11,7 @@ from contrastlab.cli.common import err_console, print_commands, say, shell_comma
 from contrastlab.cli.compare import HELP as COMPARE_HELP
 from contrastlab.cli.compare import check_backend
 from contrastlab.experiments.grid import refuse_device_set
+from contrastlab.experiments.interrupts import TermState, sigterm_as_interrupt
 from contrastlab.platform.errors import ConfigError
 
 HELP = {
@@ -72,8 +73,8 @@ def add_tune_commands(app: typer.Typer) -> None:
 
         Outputs in --out: best.yaml (for `platform train --config`), best.json (for `platform compare --tuned`),
         trials.csv, trials.md, history.png, importance.png, and every trial's runs under trials/. One line per trial
-        start and end goes to stderr. Repeating the command resumes the study; Ctrl-C stops it and queues the
-        interrupted trial's parameters to run first on resume.
+        start and end goes to stderr. Repeating the command resumes the study; Ctrl-C (exit 130) or SIGTERM (`kill PID`,
+        exit 143) stops it and queues the interrupted trial's parameters to run first on resume.
 
         Examples:
 
@@ -142,14 +143,16 @@ def add_tune_commands(app: typer.Typer) -> None:
         if note:
             err_console.print(note, highlight=False, soft_wrap=True)
         gave_up = None
+        term = TermState()
         try:
-            tn.optimize(the_study, spec, trials, parallel)
+            with sigterm_as_interrupt() as term:  # `kill PID` stops the trials like Ctrl-C (exit 143, not 130)
+                tn.optimize(the_study, spec, trials, parallel)
         except TooManyFailuresError as exc:
             gave_up = exc
         except KeyboardInterrupt:
             tn.write_best(the_study, spec)  # the best trial so far, for `compare --tuned`
             err_console.print("interrupted; run the same command again to resume the study", soft_wrap=True)
-            raise typer.Exit(130) from None
+            raise typer.Exit(term.exit_code) from None
         finally:
             from contrastlab.experiments.tune_report import write_plots, write_tables
 

@@ -6,7 +6,7 @@ threads, and only the main thread receives SIGINT).
 * :func:`interruptible` wraps one piece of such work (a local trial's run, a Ray grid): it yields the event the
   hook sets, and lets the hook wait until the work has ended (and, optionally, been recorded).
 * :func:`sigterm_as_interrupt` turns the first SIGTERM (``kill PID``) into the :class:`KeyboardInterrupt` of a
-  Ctrl-C, so ``platform compare`` stops its runs the same way and prints the same hint.
+  Ctrl-C, so ``platform compare`` and ``platform tune`` stop their runs the same way and print the same hint.
 """
 
 from __future__ import annotations
@@ -40,12 +40,7 @@ def hook_interrupts() -> None:
         return
 
     def on_sigint(signum: int, frame: Any) -> None:
-        _INTERRUPTED.set()
-        deadline = time.monotonic() + _WIND_DOWN
-        with _ACTIVE:
-            while time.monotonic() < deadline and (_ACTIVE_RUNS[0] or not all(_ran(s) for s in _SETTLING)):
-                _ACTIVE.wait(0.05)
-            _SETTLING.clear()
+        _wind_down_other_threads()
         if callable(previous):
             previous(signum, frame)
         else:
@@ -53,6 +48,17 @@ def hook_interrupts() -> None:
 
     on_sigint.stops_other_threads = True  # type: ignore[attr-defined]
     signal.signal(signal.SIGINT, on_sigint)
+
+
+def _wind_down_other_threads() -> None:
+    """Tell the work running in other threads to stop, and wait up to 15 s for it to end and settle (a no-op
+    when none runs)."""
+    _INTERRUPTED.set()
+    deadline = time.monotonic() + _WIND_DOWN
+    with _ACTIVE:
+        while time.monotonic() < deadline and (_ACTIVE_RUNS[0] or not all(_ran(s) for s in _SETTLING)):
+            _ACTIVE.wait(0.05)
+        _SETTLING.clear()
 
 
 def _ran(check: Callable[[], bool]) -> bool:
@@ -105,7 +111,7 @@ class TermState:
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[TermState]:
     """Within the block (on the main thread), the first SIGTERM raises :class:`Terminated`, a KeyboardInterrupt,
-    so the clean-up of Ctrl-C runs (the runs get SIGINT, save and end ``interrupted``); a second SIGTERM does what
+    so the clean-up of Ctrl-C runs (the runs are stopped, save and end ``interrupted``); a second SIGTERM does what
     the previous handler does (by default: end the process at once). Elsewhere, or when SIGTERM is ignored, the
     block runs unchanged."""
     state = TermState()
@@ -121,6 +127,7 @@ def sigterm_as_interrupt() -> Iterator[TermState]:
     def on_sigterm(signum: int, frame: Any) -> None:
         signal.signal(signal.SIGTERM, restore)  # a second SIGTERM is not held up by the clean-up
         state.terminated = True
+        _wind_down_other_threads()  # as Ctrl-C does: `platform tune --parallel N`'s worker threads stop first
         raise Terminated
 
     signal.signal(signal.SIGTERM, on_sigterm)
