@@ -239,3 +239,26 @@ def test_a_set_device_with_a_runner_given_device_is_refused_up_front():
         cmp.refuse_device_set(["train.steps", "device"], "--devices")
     cmp.refuse_device_set(["device"], None)
     cmp.refuse_device_set(["train.steps"], "--devices")
+
+
+def test_default_out_ignores_the_order_of_losses_sets_and_grid_values(tmp_path, monkeypatch) -> None:
+    """``--loss dcl,infonce`` resumes ``--loss infonce,dcl`` (the folder name hashed the order as typed, so
+    reordering retrained every run); a folder an earlier version named that way is still found."""
+    from contrastlab.experiments.grid import GridAxis
+    from contrastlab.experiments.plan import _compare_dir, default_out
+
+    monkeypatch.chdir(tmp_path)
+    a = GridAxis("loss.tau_plus", ("0.1", "0.05"))
+    b = GridAxis("train.batch_size", ("64", "32"))
+    sets = [("train.epochs", "1"), ("eval.every_epochs", "1")]
+    first = default_out("pu", "smoke", ["infonce", "dcl"], sets, [a, b])
+    again = default_out(
+        "pu", "smoke", ["dcl", "infonce"], sets[::-1],
+        [GridAxis("train.batch_size", ("32", "64")), GridAxis("loss.tau_plus", ("0.05", "0.1"))],
+    )  # fmt: skip
+    assert first == again
+    assert default_out("pu", "smoke", ["dcl"], sets, [a, b]) != first  # a different grid: another folder
+    legacy = _compare_dir("pu", ["pu", "smoke", ["infonce", "dcl"], sorted(sets), [[a.key, list(a.values)]]])
+    assert legacy != default_out("pu", "smoke", ["infonce", "dcl"], sets, [a])
+    legacy.mkdir(parents=True)
+    assert default_out("pu", "smoke", ["infonce", "dcl"], sets, [a]) == legacy  # an earlier version's folder

@@ -70,9 +70,19 @@ def default_out(
     axes: Sequence[cmp.GridAxis],
 ) -> Path:
     """``compare/<plugin>-<hash>``: the same grid (seeds aside) always maps to the same directory, so a
-    repeated command resumes and ``--seeds 5`` after ``--seeds 3`` reuses the three finished seeds."""
-    ident = json.dumps([plugin, preset, list(losses), sorted(sets), [[a.key, list(a.values)] for a in axes]])
-    return Path("compare") / f"{plugin}-{hashlib.sha1(ident.encode()).hexdigest()[:8]}"
+    repeated command resumes and ``--seeds 5`` after ``--seeds 3`` reuses the three finished seeds. The order of
+    the ``--loss`` names, ``--set`` options, ``--grid`` axes and their values does not matter. A folder named by an
+    earlier version, whose hash depended on that order, is still found (when the new name does not exist yet)."""
+    grid = sorted([a.key, sorted(a.values)] for a in axes)
+    out = _compare_dir(plugin, [plugin, preset, sorted(losses), sorted(sets), grid])
+    typed_grid = [[a.key, list(a.values)] for a in axes]
+    as_typed = _compare_dir(plugin, [plugin, preset, list(losses), sorted(sets), typed_grid])
+    return as_typed if as_typed != out and as_typed.is_dir() and not out.exists() else out
+
+
+def _compare_dir(plugin: str, ident: list) -> Path:
+    """``compare/<plugin>-<first 8 hex digits of the SHA-1 of ident as JSON>``."""
+    return Path("compare") / f"{plugin}-{hashlib.sha1(json.dumps(ident).encode()).hexdigest()[:8]}"
 
 
 def make_plan(
