@@ -149,3 +149,16 @@ def test_resume_deletes_the_temporary_file_of_a_killed_save(toy_pm: PluginManage
     resumed = Run.open(run.dir)
     assert not partial.exists() and resumed.latest_checkpoint_step() == 10
     assert sorted(p.name for p in run.rundir.checkpoints.iterdir()) == ["step_000000000010.pt"]
+
+
+def test_a_checkpoint_records_how_far_the_run_got(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """run.json's ``progress`` (the latest progress bar's part done) lets compare's ETA count only what a resumed
+    run has left; before any bar there is none."""
+    run = toy_run(tmp_path)
+    run.save_checkpoint({"w": torch.ones(3)}, 5)
+    assert "progress" not in json.loads(run.rundir.run_json.read_text())
+    with run.progress(40, initial=10) as bar:
+        bar.update(20)
+        run.save_checkpoint({"w": torch.ones(3)}, 30)
+    info = json.loads(run.rundir.run_json.read_text())
+    assert info["progress"] == 0.75 and info["last_checkpoint_step"] == 30

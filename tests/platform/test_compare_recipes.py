@@ -219,6 +219,8 @@ def test_eta_schedules_runs_on_the_slots():
     assert cmp.estimate_wall_time(points, configs, [None], Fixed()) == (30.0 + 3 * start, ["cpu"])
     assert cmp.estimate_wall_time(points, configs, [None, None], Fixed()) == (20.0 + 2 * start, ["cpu"])
     assert cmp.estimate_wall_time(points, configs, ["cuda:0", "cuda:1"], Fixed()) == (2.0 + 2 * start, ["cuda"])
+    # a resumed run counts only what it has left (run.json "progress"); it counted as a whole run
+    assert cmp.estimate_wall_time(points, configs, [None], Fixed(), [0.75, 0.0, 1.0]) == (12.5 + 3 * start, ["cpu"])
     assert cmp.fmt_duration(45) == "45 s" and cmp.fmt_duration(7200) == "2.0 h"
     assert cmp.fmt_duration(3 * 86400) == "3.0 days"
     assert cmp.fmt_duration(88.3) == "1 min 28 s" and cmp.fmt_duration(120.2) == "2 min"  # smoke runs, to the second
@@ -267,3 +269,27 @@ def test_compare_json_records_recipe_and_rows(toy, tmp_path, monkeypatch):
     assert (tmp_path / "rep" / "results.md").read_text().replace(str(tmp_path / "rep"), "") == md.replace(
         str(out), ""
     )
+
+
+def test_eta_line_reads_how_far_each_run_to_resume_got(tmp_path):
+    """compare's ETA line: a run to resume whose run.json says ``progress`` 0.9 counts a tenth of a run."""
+    import json
+    from types import SimpleNamespace
+
+    from contrastlab.experiments.plan import eta_lines
+
+    class Fixed:
+        name, gpu_presets = "fixed", ()
+
+        def estimate_seconds(self, config, device):
+            return 1000.0
+
+    points = cmp.expand_grid("x", ["a"], [1], hparams_of=lambda loss: set())
+    configs = {p.config_hash: SimpleNamespace(device="cpu") for p in points}
+    plan = SimpleNamespace(plugin=Fixed(), preset="smoke")
+    assert "ETA ≈ 17 min" in eta_lines(plan, points, configs, [None], tmp_path)[0]
+    run_dir = points[0].run_dir(tmp_path)
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"status": "interrupted", "progress": 0.9}))
+    assert f"ETA ≈ {cmp.fmt_duration(100.0 + cmp.RUN_START_S)} for 1 run" in eta_lines(plan, points, configs, [None],
+                                                                                     tmp_path)[0]

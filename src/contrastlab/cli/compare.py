@@ -288,7 +288,7 @@ def add_compare_commands(app: typer.Typer) -> None:
             soft_wrap=True,
         )
         pending = [p for p, s in zip(plan.points, states, strict=True) if s != "completed"]
-        for line in eta_lines(plan, pending, configs, slots) if ray_opts is None else []:
+        for line in eta_lines(plan, pending, configs, slots, out_dir) if ray_opts is None else []:
             style = "bold yellow" if line.startswith("warning:") else None
             err_console.print(line, style=style, highlight=False, soft_wrap=True)
         if dry_run:

@@ -339,17 +339,19 @@ RUN_START_S = 3.0
 
 
 def estimate_wall_time(
-    points: Sequence[GridPoint], configs: dict[str, Any], slots: Sequence[str | None], plugin: Any
+    points: Sequence[GridPoint], configs: dict[str, Any], slots: Sequence[str | None], plugin: Any,
+    done: Sequence[float] | None = None,
 ) -> tuple[float | None, list[str]]:
     """``(seconds until the whole list has run, devices estimated for)`` from the plugin's
     :meth:`~contrastlab.platform.task.TaskPlugin.estimate_seconds`, scheduling the runs in order on ``slots`` as
-    the runner does (each starts on the first free slot), each with :data:`RUN_START_S` added. ``None`` when the
-    plugin gives no estimate."""
+    the runner does (each starts on the first free slot), each with :data:`RUN_START_S` added. ``done`` (one per
+    point, 0 to 1) is the part a resumed run has already trained (its ``run.json`` ``progress``): only the rest
+    is counted. ``None`` when the plugin gives no estimate."""
     from contrastlab.platform.run import resolve_device
 
     free = [0.0] * max(1, len(slots))
     kinds: dict[str, None] = {}
-    for p in points:
+    for i, p in enumerate(points):
         slot = min(range(len(free)), key=free.__getitem__)
         config = configs[p.config_hash]
         device = slots[slot] if slots and slots[slot] else str(resolve_device(config.device))
@@ -358,5 +360,6 @@ def estimate_wall_time(
         if seconds is None:
             return None, []
         kinds[kind] = None
-        free[slot] += float(seconds) + RUN_START_S
+        left = 1.0 - min(max(float(done[i]), 0.0), 1.0) if done is not None else 1.0
+        free[slot] += float(seconds) * left + RUN_START_S
     return max(free), list(kinds)

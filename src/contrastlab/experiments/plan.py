@@ -21,6 +21,7 @@ from contrastlab.experiments import grid as cmp
 from contrastlab.experiments import recipes as rcp
 from contrastlab.platform.errors import ConfigError
 from contrastlab.platform.plugins import get_task_plugin
+from contrastlab.platform.rundir import RunDir
 from contrastlab.platform.task import TaskPlugin
 
 
@@ -139,12 +140,15 @@ def make_plan(
 
 
 def eta_lines(
-    plan: Plan, pending: Sequence[cmp.GridPoint], configs: dict[str, Any], slots: Sequence[str | None]
+    plan: Plan, pending: Sequence[cmp.GridPoint], configs: dict[str, Any], slots: Sequence[str | None],
+    out: Path | None = None,
 ) -> list[str]:
-    """The ETA line (and a warning when a GPU-sized preset would run on a CPU) for the runs still to do."""
+    """The ETA line (and a warning when a GPU-sized preset would run on a CPU) for the runs still to do; a run to
+    resume counts only the part after its checkpoint (``run.json``'s ``progress``), when ``out`` is given."""
     if not pending:
         return ["ETA: nothing to run (every run is finished)"]
-    seconds, kinds = cmp.estimate_wall_time(pending, configs, slots, plan.plugin)
+    done = None if out is None else [_done_part(p.run_dir(out)) for p in pending]
+    seconds, kinds = cmp.estimate_wall_time(pending, configs, slots, plan.plugin, done)
     n = len(pending)
     if seconds is None:
         return [f"ETA unknown for {cmp.count(n, 'run')} (plugin '{plan.plugin.name}' gives no time estimate)"]
@@ -157,6 +161,12 @@ def eta_lines(
             f"for a quick check use --preset {plan.plugin.default_preset}"
         )
     return lines
+
+
+def _done_part(run_dir: Path) -> float:
+    """The part of a run trained up to its latest checkpoint (``run.json`` ``progress``; 0 when unknown)."""
+    value = RunDir(run_dir).info().get("progress")
+    return float(value) if isinstance(value, (int, float)) and 0 <= value <= 1 else 0.0
 
 
 def make_tuned_plan(

@@ -111,6 +111,7 @@ class Run:
         self._info = self._read_info()
         self._metrics_file: Any = None
         self._clamp_log: list[float] = []
+        self._bar: ProgressBar | None = None  # the latest progress bar: run.json's "progress" at each checkpoint
         self._config_record: dict[str, Any] | None = None
         self.is_main = is_main_process()
         """Whether this process writes logs, checkpoints and summaries (rank 0 under ``torchrun``)."""
@@ -261,6 +262,7 @@ class Run:
     ) -> Iterator[ProgressBar]:
         """A progress bar with rate and ETA: ``with run.progress(n) as bar: bar.update(1, loss=0.3)``."""
         bar = ProgressBar(total=total, description=description, unit=unit, initial=initial, enabled=self.is_main)
+        self._bar = bar
         with bar:
             yield bar
 
@@ -310,7 +312,8 @@ class Run:
         payload[LOG_POSITION] = self._flushed_log_position()
         payload[CONFIG_RECORD] = self._recorded_config()
         self.checkpoints.save(payload, int(step), latest_only=latest_only)
-        self._write_info(wall_time_s=self.elapsed(), last_checkpoint_step=int(step))
+        done = {} if self._bar is None else {"progress": round(min(self._bar.done / self._bar.total, 1.0), 4)}
+        self._write_info(wall_time_s=self.elapsed(), last_checkpoint_step=int(step), **done)  # compare's ETA
         self._started = time.monotonic()
         if stop is not None and not final:
             stop.saved_step = int(step)
