@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -25,7 +24,8 @@ import yaml
 
 from contrastlab.platform.checkpoints import CheckpointStore
 from contrastlab.platform.config import config_from_dict, config_to_dict
-from contrastlab.platform.errors import ConfigError, DataMissingError, DeviceError, StorageError
+from contrastlab.platform.devices import is_main_process, resolve_device
+from contrastlab.platform.errors import ConfigError, DataMissingError, StorageError
 from contrastlab.platform.hparams import hparam_columns, write_session
 from contrastlab.platform.plugins import registry
 from contrastlab.platform.preflight import preflight
@@ -44,30 +44,6 @@ CONFIG_RECORD = "_config"
 """Checkpoint key of the run's ``config.yaml`` when the checkpoint was saved: a resume refuses a changed one."""
 CLAMP_TAG = "train/clamped_frac"
 """Prefix of the debiased losses' floor statistic; ``summary.json`` records the mean of what was logged."""
-
-
-def resolve_device(spec: str) -> torch.device:
-    """``auto`` → CUDA when available else CPU; ``cpu``; ``cuda``; ``cuda:K``. Unavailable CUDA raises."""
-    spec = (spec or "auto").strip().lower()
-    if spec == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if spec == "cpu":
-        return torch.device("cpu")
-    if spec == "cuda" or spec.startswith("cuda:"):
-        if not torch.cuda.is_available():
-            raise DeviceError(f"device '{spec}' requested but CUDA is not available here; use --device cpu or auto")
-        index = int(spec.split(":", 1)[1]) if ":" in spec else 0
-        if index >= torch.cuda.device_count():
-            raise DeviceError(
-                f"device '{spec}' does not exist; this machine has {torch.cuda.device_count()} CUDA device(s)"
-            )
-        return torch.device(spec)
-    raise DeviceError(f"unknown device '{spec}'; valid: auto, cpu, cuda, cuda:K")
-
-
-def is_main_process() -> bool:
-    """False on the non-zero ranks of a ``torchrun`` job: only rank 0 writes the run directory."""
-    return int(os.environ.get("RANK", "0")) == 0
 
 
 class _NullWriter:
