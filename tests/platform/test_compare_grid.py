@@ -226,7 +226,11 @@ def test_a_configuration_that_trains_no_loss_runs_once_per_seed_not_once_per_los
 
     kept = cmp.drop_loss_free_repeats(points, configs, Plugin())
     e2e = [p for p in kept if dict(p.grid)["method"] == "e2e"]
-    assert [(p.loss, p.seed) for p in e2e] == [("infonce", 1), ("infonce", 2)]  # the first of each seed only
+    assert [(p.loss, p.seed) for p in e2e] == [("dcl", 1), ("dcl", 2)]  # one per seed: the loss sorting first
+    assert set(cmp.drop_loss_free_repeats(points[::-1], configs, Plugin())) == set(kept)  # whatever the order
+    # seed 1 ran under hcl in an earlier command (another --loss order): its folder is resumed, not trained again
+    again = cmp.drop_loss_free_repeats(points, configs, Plugin(), started=lambda p: (p.loss, p.seed) == ("hcl", 1))
+    assert [(p.loss, p.seed) for p in again if dict(p.grid)["method"] == "e2e"] == [("hcl", 1), ("dcl", 2)]
     assert [p for p in kept if dict(p.grid)["method"] == "probe"] == [
         p for p in points if dict(p.grid)["method"] == "probe"]  # runs that train their loss are all kept
     assert cmp.drop_loss_free_repeats(points, configs, SimpleNamespace(uses_loss=lambda c: True)) == points

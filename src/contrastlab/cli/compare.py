@@ -264,7 +264,9 @@ def add_compare_commands(app: typer.Typer) -> None:
         else:
             plan = make_plan(plugin, loss, recipe, seeds, seed_list, preset, sets, grid or [])
         configs = cmp.validate_points(plan.points)
-        points = cmp.drop_loss_free_repeats(plan.points, configs, plan.plugin)
+        out_dir = out or plan.default_out
+        points = cmp.drop_loss_free_repeats(plan.points, configs, plan.plugin,
+                                            started=lambda p: runner.run_state(p.run_dir(out_dir)) != "fresh")
         if len(points) < len(plan.points):
             err_console.print(f"note: {cmp.count(len(plan.points) - len(points), 'run')} left out: configurations "
                               f"that train no loss run once per seed, not once per loss", highlight=False,
@@ -274,7 +276,6 @@ def add_compare_commands(app: typer.Typer) -> None:
         if devices is None and ray_opts is None:  # local runs on their own device setting: no CUDA here, error now
             for config in configs.values():
                 resolve_device(config.device)
-        out_dir = out or plan.default_out
         if not dry_run:
             check_writable_dir(out_dir, "--out")
         states = [runner.run_state(p.run_dir(out_dir)) for p in plan.points]

@@ -302,19 +302,34 @@ def validate_points(points: Sequence[GridPoint]) -> dict[str, Any]:
     return configs
 
 
-def drop_loss_free_repeats(points: Sequence[GridPoint], configs: dict[str, Any], plugin: Any) -> list[GridPoint]:
+def drop_loss_free_repeats(
+    points: Sequence[GridPoint], configs: dict[str, Any], plugin: Any,
+    started: Callable[[GridPoint], bool] | None = None,
+) -> list[GridPoint]:
     """``points`` without the repeats of a configuration that trains no loss (``plugin.uses_loss`` false, e.g.
     pu's end-to-end baseline): the same preset, non-loss overrides and seed under another ``--loss`` is the same
-    run, so only the first is kept (``configs``: :func:`validate_points`'s result)."""
-    seen: set[tuple[Any, ...]] = set()
-    kept = []
+    run, so one is kept, in the place of the first: one that ``started`` (its run folder exists, so an output made
+    with the losses in another order is resumed, not trained again), else the one whose loss name (then overrides)
+    sort first (``configs``: :func:`validate_points`'s result)."""
+    groups: dict[tuple[Any, ...], list[GridPoint]] = {}
+    keys: list[tuple[Any, ...] | None] = []
     for p in points:
+        key = None
         if not plugin.uses_loss(configs[p.config_hash]):
             key = (p.plugin, p.preset, tuple(sorted(o for o in p.overrides if not o.startswith("loss."))), p.seed)
-            if key in seen:
-                continue
-            seen.add(key)
-        kept.append(p)
+            groups.setdefault(key, []).append(p)
+        keys.append(key)
+    def preference(p: GridPoint) -> tuple[bool, str, list[str]]:
+        return not (started is not None and started(p)), p.loss, sorted(p.overrides)
+
+    chosen = {key: min(group, key=preference) for key, group in groups.items()}
+    kept, emitted = [], set()
+    for p, key in zip(points, keys, strict=True):
+        if key is None:
+            kept.append(p)
+        elif key not in emitted:
+            emitted.add(key)
+            kept.append(chosen[key])
     return kept
 
 
