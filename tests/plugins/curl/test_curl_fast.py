@@ -322,3 +322,54 @@ def test_whole_map_heads_follow_their_weights_through_real_updates() -> None:
                 expected = F.linear(maps.flatten(1), head.weight, head.bias)
                 assert torch.allclose(head(maps), expected, atol=1e-4, rtol=1e-4), name
     assert all(not torch.equal(before[name], head.weight) for name, head in heads.items())
+
+
+def test_restored_adam_moments_take_their_parameters_memory_layout() -> None:
+    """The fused kernel pairs a weight with its moments by memory position: moments saved channels-last next to an
+    NCHW weight (a checkpoint from before channels-last, another channels_last setting) gave wrong steps silently."""
+    from contrastlab.plugins.curl.fast import adam, use_fused_kernel
+
+    def step_from(saved: dict, grad: torch.Tensor) -> torch.Tensor:
+        param = torch.nn.Parameter(torch.zeros(8, 4, 3, 3))
+        optimizer = adam([param], lr=1e-2)
+        optimizer.load_state_dict(copy.deepcopy(saved))
+        use_fused_kernel(optimizer)
+        param.grad = grad
+        optimizer.step()
+        return param.detach().clone()
+
+    torch.manual_seed(0)
+    param = torch.nn.Parameter(torch.zeros(8, 4, 3, 3))
+    optimizer = adam([param], lr=1e-2)
+    for _ in range(3):
+        param.grad = torch.randn_like(param)
+        optimizer.step()
+    saved = optimizer.state_dict()
+    channels_last = copy.deepcopy(saved)
+    for key in ("exp_avg", "exp_avg_sq"):
+        channels_last["state"][0][key] = saved["state"][0][key].contiguous(memory_format=torch.channels_last)
+    grad = torch.randn(8, 4, 3, 3)
+    assert torch.equal(step_from(channels_last, grad), step_from(saved, grad))
+
+
+def test_an_update_from_a_state_saved_with_the_other_conv_layout_is_the_same() -> None:
+    """A training state written by a channels-last agent, loaded into an NCHW one, updates as the NCHW agent's own."""
+    agent = tiny_agent(extra=("agent.channels_last=true",))
+    seed(2)
+    agent.train(gradient_steps=3, batch_size=8)  # Adam's moments now exist, channels-last for the conv weights
+    saved = copy.deepcopy(agent.training_state())
+    nchw = copy.deepcopy(saved)
+    nchw["critic_optimizer"]["state"] = {
+        k: {n: v.contiguous() if torch.is_tensor(v) else v for n, v in st.items()}
+        for k, st in saved["critic_optimizer"]["state"].items()
+    }
+    nchw["contrastive_optimizer"]["state"] = {
+        k: {n: v.contiguous() if torch.is_tensor(v) else v for n, v in st.items()}
+        for k, st in saved["contrastive_optimizer"]["state"].items()
+    }
+    plain = tiny_agent(extra=("agent.channels_last=false",))
+    results = []
+    for state in (saved, nchw):
+        results.append(run_updates(plain, state, n=1)[0])
+    for key, value in results[0].items():
+        assert torch.equal(value, results[1][key]), key

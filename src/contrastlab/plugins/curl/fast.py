@@ -17,7 +17,8 @@ memory format, bf16 autocast of the conv trunk (float32 features, weights, optim
 (tests/plugins/curl/test_curl_fast.py; the compiled path on a GPU in the ``cuda``-marked tests).
 
 :func:`adam` builds every optimiser of the agent with Adam's fused kernel; :func:`use_fused_kernel` switches an
-optimiser restored from an older checkpoint (saved with the for-loop kernel) back to it.
+optimiser restored from an older checkpoint (saved with the for-loop kernel) back to it, and lays its moment
+estimates out in memory as their parameters are (the fused kernel pairs them by memory position).
 """
 
 from __future__ import annotations
@@ -92,6 +93,12 @@ def use_fused_kernel(optimizer: torch.optim.Adam) -> None:
     ``load_state_dict`` restores every parameter group's settings as saved, so a checkpoint written with the
     for-loop kernel (``fused=None``) would otherwise turn it off for the rest of the run. The fused kernel keeps
     Adam's step counters as float32 on the parameters' device; the saved ones are moved there.
+
+    The moment estimates are laid out in memory as their parameter is: the fused kernel walks a parameter and its
+    moments element by element in memory order, so a moment saved channels-last (``agent.channels_last=true``)
+    and restored next to an NCHW parameter (or the reverse: a checkpoint from before channels-last, another
+    ``channels_last`` setting) would pair each weight with another weight's moments, silently (one step from
+    such a state moved the encoder 15 % away from the right step). ``load_state_dict`` keeps the saved layout.
     """
     for group in optimizer.param_groups:
         group["fused"], group["foreach"] = True, None
@@ -99,3 +106,6 @@ def use_fused_kernel(optimizer: torch.optim.Adam) -> None:
             state = optimizer.state.get(param, {})
             if "step" in state:
                 state["step"] = state["step"].to(device=param.device, dtype=torch.float32)
+            for key, value in state.items():
+                if torch.is_tensor(value) and value.shape == param.shape and value.stride() != param.stride():
+                    state[key] = torch.empty_like(param, dtype=value.dtype).copy_(value)  # param's layout
