@@ -97,6 +97,22 @@ def signal_self(signum: int) -> None:
 
 
 @contextmanager
+def sigterm_must_be_handled() -> Iterator[None]:
+    """Within the block SIGTERM's fallback handler raises ``AssertionError`` instead of ending the test process, and
+    on leaving the block it must be back in place (a command that handles SIGTERM restores the previous handler)."""
+
+    def not_this_process(*_: Any) -> None:
+        raise AssertionError("SIGTERM reached the handler the command should have replaced")
+
+    previous = signal.signal(signal.SIGTERM, not_this_process)
+    try:
+        yield
+        assert signal.getsignal(signal.SIGTERM) is not_this_process, "the SIGTERM handler was not restored"
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
 def sigterm_at(step: int, when: str = "checkpoint_due") -> Iterator[None]:
     """Within the block, the process sends itself SIGTERM once, when a run reaches ``step``: as it asks
     ``run.checkpoint_due(step)`` (``when="checkpoint_due"``), or right after ``run.log(..., step)`` (``"log"``)."""

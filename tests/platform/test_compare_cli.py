@@ -217,23 +217,16 @@ def test_kill_prints_the_resume_hint_like_ctrl_c(toy_pm, tmp_path, monkeypatch, 
     import signal
     import time
 
-    from contrastlab.testing import signal_self
+    from contrastlab.testing import signal_self, sigterm_must_be_handled
 
     def killed_grid(points, out, **kw):
         signal_self(getattr(signal, signum))
         time.sleep(5)  # the handler interrupts this sleep
         raise AssertionError("the signal did not stop the grid")
 
-    def not_this_process(*_):  # on the old code SIGTERM would end the test process
-        raise AssertionError("SIGTERM reached the default handler")
-
     monkeypatch.setattr(runner, "run_grid", killed_grid)
-    previous = signal.signal(signal.SIGTERM, not_this_process)
-    try:
+    with sigterm_must_be_handled():  # on the old code SIGTERM would have ended the test process
         result = CliRunner().invoke(app, [*BASE, "--out", str(tmp_path / "out")])
-        assert signal.getsignal(signal.SIGTERM) is not_this_process  # restored after the grid
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     assert result.exit_code == code, result.output
     assert result.output.strip().splitlines()[-1] == (
         "interrupted; run the same command again to resume the unfinished runs"

@@ -142,23 +142,16 @@ def test_kill_stops_the_study_like_ctrl_c(tmp_path, monkeypatch):
     """``kill PID`` of a tune (SIGTERM) stops the trial, queues its parameters and says how to resume (exit 143),
     as Ctrl-C does; it ended the process silently, without the tables, best.json or the re-queued trial."""
     from contrastlab.experiments import tune as tn
-    from contrastlab.testing import signal_self
+    from contrastlab.testing import signal_self, sigterm_must_be_handled
 
     def killed(*args, **kwargs):
         signal_self(signal.SIGTERM)
         time.sleep(5)  # the handler interrupts this sleep
         raise AssertionError("SIGTERM did not stop the trial")
 
-    def not_this_process(*_):  # on the old code SIGTERM would end the test process
-        raise AssertionError("SIGTERM reached the default handler")
-
     monkeypatch.setattr(tn, "train_locally", killed)
-    previous = signal.signal(signal.SIGTERM, not_this_process)
-    try:
+    with sigterm_must_be_handled():  # on the old code SIGTERM would have ended the test process
         result = CliRunner().invoke(app, [*BASE, "--out", str(tmp_path / "out")])
-        assert signal.getsignal(signal.SIGTERM) is not_this_process  # restored afterwards
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     assert result.exit_code == 143, result.output
     assert result.output.strip().splitlines()[-1] == "interrupted; run the same command again to resume the study"
     assert (tmp_path / "out" / "trials.md").is_file()
