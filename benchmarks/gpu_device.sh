@@ -2,7 +2,7 @@
 # Run benchmarks/gpu_suite.sh on the machine the device tool lends, from the bundle benchmarks/gpu_bundle.py makes.
 #
 #   .venv/bin/python benchmarks/gpu_bundle.py --gl                        # here: writes .device/ (git-ignored)
-#   run(carry=[".device"], command="bash benchmarks/gpu_device.sh --steps tests,curl")   # on the device
+#   run(carry=[".device"], command="bash benchmarks/gpu_device.sh --steps curl")   # on the device
 #
 # Checks that the bundle was built for this Python, unpacks .device/site.tar.xz into /tmp/site (again only when the
 # bundle changed) and the EGL loaders of .device/gl/*.deb when the machine has no libEGL; sets PYTHONPATH (bundle,
@@ -58,9 +58,19 @@ if [ "$(cat "$SITE/.bundle" 2>/dev/null || true)" != "$stamp" ]; then  # first c
   fi
   echo "$stamp" > "$SITE/.bundle"
 fi
-if compgen -G "$BUNDLE/gl/*.deb" > /dev/null && ! grep -q 'libEGL\.so\.1' < <(ldconfig -p 2>/dev/null || true); then
-  for f in "$BUNDLE"/gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
+# MuJoCo's EGL rendering loads libEGL (glvnd) and, through PyOpenGL, libOpenGL or else libGL; both dispatch through
+# libGLdispatch. The loaders go in when any of them is missing (an image may have libEGL without libOpenGL).
+have="$(ldconfig -p 2>/dev/null || true)"
+missing=()
+for lib in libEGL.so.1 libOpenGL.so.0 libGLdispatch.so.0; do grep -qF "$lib " <<< "$have" || missing+=("$lib"); done
+if [ "${#missing[@]}" -gt 0 ]; then
+  if compgen -G "$BUNDLE/gl/*.deb" > /dev/null; then
+    echo "gpu_device.sh: installing the GL/EGL loaders of $BUNDLE/gl (missing here: ${missing[*]})"
+    for f in "$BUNDLE"/gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+  else
+    echo "gpu_device.sh: ${missing[*]} missing here and no $BUNDLE/gl/*.deb (build the bundle with --gl)" >&2
+  fi
 fi
 vendor=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 if [ -f "$vendor" ] && [ -z "${__EGL_VENDOR_LIBRARY_FILENAMES:-}" ]; then export __EGL_VENDOR_LIBRARY_FILENAMES="$vendor"; fi
@@ -70,6 +80,39 @@ if [ -d "$BUNDLE/curl_reference" ] && [ -z "${CURL_REFERENCE_DIR:-}" ]; then
 fi
 "$PYTHON" -c "import sys, torch; print(f'python {sys.version_info[0]}.{sys.version_info[1]} (bundle built for \
 $built), torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}')"
+
+out="gpu-suite"
+steps="all"
+results_md=docs/results.md
+args=("$@")
+for ((i = 0; i < ${#args[@]} - 1; i++)); do
+  case "${args[i]}" in
+    --out) out="${args[i + 1]}" ;; --steps) steps="${args[i + 1]}" ;; --results-md) results_md="${args[i + 1]}" ;;
+  esac
+done
+# One rendered frame before the suite, when a step renders: an EGL problem is then one line at the top of the
+# reply, not a traceback in each step's log.
+if [[ "$steps" == all || ",$steps," =~ ,(tests|curl|pack|runs), ]]; then
+  "$PYTHON" - <<'EOF' || true
+import os
+import sys
+import time
+
+start = time.perf_counter()
+try:
+    from dm_control import suite
+
+    env = suite.load("cartpole", "swingup")
+    env.reset()
+    frame = env.physics.render(100, 100, camera_id=0)
+except Exception as exc:  # any failure here is the message; the steps that render show it again
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    sys.exit(f"gpu_device.sh: rendering with MUJOCO_GL={os.environ.get('MUJOCO_GL')} FAILED: {type(exc).__name__}: "
+             f"{first} (the tests, curl, pack and runs steps need it)")
+print(f"gpu_device.sh: rendering works (MUJOCO_GL={os.environ.get('MUJOCO_GL')}, a {frame.shape[1]}x{frame.shape[0]} "
+      f"frame in {time.perf_counter() - start:.1f} s)")
+EOF
+fi
 
 # The suite in its own process group (setsid), so that a stop reaches the training processes it starts in the
 # background. SIGTERM, not SIGINT: a non-interactive shell starts its background jobs with SIGINT ignored.
@@ -100,17 +143,13 @@ if [ -e "$fired" ]; then
   if (( rc >= 128 )); then rc=124; fi  # stopped (not a suite that ended just as the limit came)
 fi
 
-out="gpu-suite"
-steps="all"
-args=("$@")
-for ((i = 0; i < ${#args[@]} - 1; i++)); do
-  case "${args[i]}" in --out) out="${args[i + 1]}" ;; --steps) steps="${args[i + 1]}" ;; esac
-done
 if [ -n "${OUT:-}" ] && [ -d "$out" ]; then
   tar -czf "$OUT/gpu-suite.tgz" --exclude='*.pt' --exclude='checkpoints' -C "$(dirname "$out")" "$(basename "$out")"
   if [ -f "$out/gpu_suite.json" ]; then cp "$out/gpu_suite.json" "$OUT/"; fi
   if [ -f "$out/results.md" ]; then cp "$out/results.md" "$OUT/"
-  elif [[ "$steps" == all || ",$steps," == *,report,* ]]; then cp docs/results.md "$OUT/"; fi
+  elif [[ "$steps" == all || ",$steps," == *,report,* ]] && [ -f "$results_md" ]; then
+    cp "$results_md" "$OUT/results.md"
+  fi
   echo "gpu_device.sh: copied $out (no checkpoints) into \$OUT"
 fi
 exit "$rc"

@@ -58,3 +58,18 @@ def test_a_report_made_again_from_a_cpu_runs_files_stays_a_dry_run(tmp_path: Pat
     md = tmp_path / "results.md"
     data = report.main(["--out", str(tmp_path), "--runs-dir", str(tmp_path / "runs"), "--results-md", str(md)])
     assert data["dry_run"] is True and "Dry run (CPU, tiny sizes): not a measurement." in md.read_text()
+
+
+def test_step_times_and_failures_come_from_steps_log(tmp_path: Path, load_benchmark) -> None:
+    """``steps.log`` (appended by the suite, also over several calls) gives each step's latest wall time and exit
+    status; the report's own record (an earlier report) and stray lines are left out."""
+    report = load_benchmark("gpu_report")
+    (tmp_path / "steps.log").write_text("curl 1 300\ntests 0 95\nreport 0 4\ngarbage\ncurl 0 240\nruns 124 x\n"
+                                        "losses 2 12\n")
+    assert report.step_records(tmp_path) == [{"step": "tests", "exit_code": 0, "seconds": 95},
+                                             {"step": "losses", "exit_code": 2, "seconds": 12},
+                                             {"step": "curl", "exit_code": 0, "seconds": 240}]
+    line = report.step_line(report.step_records(tmp_path))
+    assert line == ("- steps (wall time of the latest run of each): `tests` 95 s, `losses` 12 s (**failed**, exit 2), "
+                    "`curl` 240 s")
+    assert report.step_records(tmp_path / "nowhere") == [] and "no record" in report.step_line([])
