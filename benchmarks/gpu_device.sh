@@ -5,21 +5,23 @@
 #   run(carry=[".device"], command="bash benchmarks/gpu_device.sh --steps curl")   # on the device
 #
 # Checks that the bundle was built for this Python, unpacks .device/site.tar.xz into /tmp/site (again only when the
-# bundle changed) and the EGL loaders of .device/gl/*.deb when the machine has no libEGL; sets PYTHONPATH (bundle,
-# then src/), PYTHON=python3 (the image's torch), CURL_REFERENCE_DIR=.device/curl_reference and MUJOCO_GL=egl;
-# runs the suite with the arguments given in its own process group. GPU_DEVICE_TIMEOUT seconds (default 510)
-# after this script started, or when this script gets SIGTERM/SIGINT/SIGHUP, it sends SIGTERM to every process of
-# the suite (a training run then stops as on Ctrl-C: marked interrupted, resumable), and SIGKILL to what is left
-# 30 s later. Then it copies what the suite wrote into $OUT, the folder the tool brings back, also after a stop:
+# bundle changed) and the EGL loaders of .device/gl/*.deb when libEGL, libOpenGL or libGLdispatch is missing; sets
+# PYTHONPATH (bundle, then src/), PYTHON=python3 (the image's torch), CURL_REFERENCE_DIR=.device/curl_reference and
+# MUJOCO_GL=egl; says in one line whether rendering works (when a step renders); runs the suite with the arguments
+# given in its own process group. GPU_DEVICE_TIMEOUT seconds (default 510) after this script started, or when this
+# script gets SIGTERM/SIGINT/SIGHUP, it sends SIGTERM to every process of the suite (a training run then stops as
+# on Ctrl-C: marked interrupted, resumable), and SIGKILL to what is left 30 s later; after a stop at the time limit
+# it still runs the report step if the call asked for it. Then it copies what the suite wrote into $OUT, the folder
+# the tool brings back, also after a stop:
 # gpu-suite.tgz (logs, JSON and each run's config, metrics, summary and curves; no checkpoints), gpu_suite.json,
 # and results.md when the report step ran. A command the tool kills at its own limit returns nothing, so set
-# GPU_DEVICE_TIMEOUT to about min(timeout_s, budget_left_s) - 60.
+# GPU_DEVICE_TIMEOUT to about min(timeout_s, budget_left_s) - 90 (the stop's grace, a report, the copy).
 # Environment: BUNDLE (default .device), SITE (default /tmp/site), PYTHON, OUT, GPU_DEVICE_TIMEOUT.
 # A warm machine keeps /tmp/site and gpu-suite/ between calls, so the steps can be split over several calls
 # (docs/gpu.md). Exit status: the suite's, 124 when it was stopped at the time limit.
 set -euo pipefail
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
   echo "Other arguments go to gpu_suite.sh:"
   bash "$(dirname "$0")/gpu_suite.sh" --help
   exit 0
@@ -141,6 +143,11 @@ trap - TERM INT HUP
 if [ -e "$fired" ]; then
   rm -f "$fired"
   if (( rc >= 128 )); then rc=124; fi  # stopped (not a suite that ended just as the limit came)
+  if (( rc == 124 )) && [[ "$steps" == all || ",$steps," == *,report,* ]]; then
+    # the report step never came: make it now from what the steps wrote (seconds; bounded, inside the margin)
+    echo "gpu_device.sh: the report of what the suite wrote before the stop" >&2
+    timeout 30 bash benchmarks/gpu_suite.sh "$@" --steps report || true
+  fi
 fi
 
 if [ -n "${OUT:-}" ] && [ -d "$out" ]; then

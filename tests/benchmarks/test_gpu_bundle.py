@@ -129,6 +129,22 @@ def test_device_wrapper_stops_the_suite_at_its_time_limit_and_still_returns_its_
     assert (tmp_path / "out" / "gpu-suite.tgz").is_file()  # what the suite wrote before the stop comes back
 
 
+def test_a_call_stopped_at_its_time_limit_still_brings_back_its_report(tmp_path: Path) -> None:
+    """``--steps tests,losses,report`` (docs/gpu.md, call 4) stopped in its first step: the report is made from what
+    the earlier calls and the stopped step left, and returned with the archive."""
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    bundle = make_bundle(tmp_path / "bundle", here)
+    suite = tmp_path / "gs"
+    suite.mkdir()
+    (suite / "pack.log").write_text("K=1 runs: 60 s wall, 300 env frames/s in total, 0 failed\n")  # an earlier call
+    proc = run_device(tmp_path, bundle, "--dry-run", "--steps", "tests,losses,report", "--out", str(suite),
+                      GPU_DEVICE_TIMEOUT="2")
+    assert proc.returncode == 124, proc.stdout[-1000:] + proc.stderr[-1000:]
+    assert "the report of what the suite wrote before the stop" in proc.stderr
+    assert "| 1 | 60 | 300 |" in (tmp_path / "out" / "results.md").read_text()
+    assert "report 0 " in (suite / "steps.log").read_text() and "losses" not in (suite / "steps.log").read_text()
+
+
 def test_device_wrapper_unpacks_a_rebuilt_bundle_again(tmp_path: Path) -> None:
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
     bundle = make_bundle(tmp_path / "bundle", here)
