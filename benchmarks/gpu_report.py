@@ -54,21 +54,21 @@ STEPS = ("tests", "losses", "curl", "pack", "runs")
 
 
 def step_records(out: Path) -> list[dict[str, Any]]:
-    """The latest record of each step in ``steps.log`` (``<step> <exit status> <seconds>`` per line, appended by
-    ``gpu_suite.sh`` after each step), in the suite's order: what failed, and how long each step took."""
-    log = out / "steps.log"
-    latest: dict[str, dict[str, Any]] = {}
-    for line in log.read_text().splitlines() if log.is_file() else []:
-        parts = line.split()
-        if len(parts) == 3 and parts[0] in STEPS and all(p.isdigit() for p in parts[1:]):
-            latest[parts[0]] = {"step": parts[0], "exit_code": int(parts[1]), "seconds": int(parts[2])}
-    return [latest[step] for step in STEPS if step in latest]
+    """Each measuring step's record, ``steps/<step>.txt`` (``<exit status> <seconds>``, written by ``gpu_suite.sh``
+    after the step's latest run), in the suite's order: what failed, and how long each step took."""
+    records = []
+    for step in STEPS:
+        path = out / "steps" / f"{step}.txt"
+        parts = path.read_text().split() if path.is_file() else []
+        if len(parts) == 2 and all(p.isdigit() for p in parts):
+            records.append({"step": step, "exit_code": int(parts[0]), "seconds": int(parts[1])})
+    return records
 
 
 def step_line(steps: list[dict[str, Any]]) -> str:
     """One Markdown line: each step's wall time, and which failed (its exit status)."""
     if not steps:
-        return "- steps: no record (`steps.log`)"
+        return "- steps: no record (`steps/`)"
     parts = [f"`{r['step']}` {r['seconds']} s" + (f" (**failed**, exit {r['exit_code']})" if r["exit_code"] else "")
              for r in steps]
     return "- steps (wall time of the latest run of each): " + ", ".join(parts)

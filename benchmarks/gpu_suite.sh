@@ -24,8 +24,9 @@
 # Logs and JSON go to --out (default gpu-suite/). PYTHON selects the interpreter (default .venv/bin/python
 # when present, else python3); CURL_REFERENCE_DIR the reference CURL agent for the `curl` step.
 # A step that fails does not stop the suite: it prints one line (and the end of a failed run's log), the next
-# step runs (the report too), and the suite exits with 1 at the end. Each step's exit status and seconds are
-# appended to OUT/steps.log ("<step> <exit status> <seconds>"), which the report shows.
+# step runs (the report too), and the suite exits with 1 at the end. Each step writes its exit status and seconds
+# to OUT/steps/<step>.txt ("<exit status> <seconds>"; one file per step, so archives of calls made on fresh machines
+# unpack over each other without losing any), which the report shows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,7 +45,7 @@ die() { echo "gpu_suite.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) DRY=1; shift; continue ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --steps|--pack-ks|--pack-frames|--out|--frames|--seeds|--losses|--runs-dir|--set|--results-md)
       [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -233,7 +234,8 @@ for step in tests losses curl pack runs report; do
   ( set -e; "step_$step" )
   rc=$?
   set -e
-  echo "$step $rc $((SECONDS - start))" >> "$OUT/steps.log"
+  mkdir -p "$OUT/steps"
+  echo "$rc $((SECONDS - start))" > "$OUT/steps/$step.txt"
   if [ "$rc" -ne 0 ]; then
     FAILED+=("$step")
     echo "gpu_suite.sh: step '$step' failed (exit $rc) after $((SECONDS - start)) s; going on with the next step" >&2
