@@ -96,23 +96,18 @@ done
 # reply, not a traceback in each step's log.
 if [[ "$steps" == all || ",$steps," =~ ,(tests|curl|pack|runs), ]]; then
   "$PYTHON" - <<'EOF' || true
-import os
 import sys
 import time
 
 start = time.perf_counter()
 try:
-    from dm_control import suite
+    from contrastlab.envs import check_rendering  # the curl plugin's own check (one frame, dm-control's renderer)
 
-    env = suite.load("cartpole", "swingup")
-    env.reset()
-    frame = env.physics.render(100, 100, camera_id=0)
-except Exception as exc:  # any failure here is the message; the steps that render show it again
-    first = str(exc).splitlines()[0] if str(exc) else ""
-    sys.exit(f"gpu_device.sh: rendering with MUJOCO_GL={os.environ.get('MUJOCO_GL')} FAILED: {type(exc).__name__}: "
-             f"{first} (the tests, curl, pack and runs steps need it)")
-print(f"gpu_device.sh: rendering works (MUJOCO_GL={os.environ.get('MUJOCO_GL')}, a {frame.shape[1]}x{frame.shape[0]} "
-      f"frame in {time.perf_counter() - start:.1f} s)")
+    backend = check_rendering()
+except Exception as exc:  # the message is the point; each step that renders fails with it again
+    sys.exit(f"gpu_device.sh: rendering FAILED: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__} "
+             "(the tests, curl, pack and runs steps need it)")
+print(f"gpu_device.sh: rendering works (MUJOCO_GL={backend}, one frame in {time.perf_counter() - start:.1f} s)")
 EOF
 fi
 

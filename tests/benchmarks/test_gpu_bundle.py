@@ -253,10 +253,10 @@ def test_device_wrapper_says_in_one_line_whether_rendering_works(tmp_path: Path)
     args = ("--dry-run", "--steps", "runs", "--frames", "40", "--seeds", "1", "--losses", "nosuchloss",
             "--out", str(tmp_path / "gs"))  # a step that renders, failing at once (nothing trains)
     works = run_device(tmp_path, bundle, *args)
-    assert "gpu_device.sh: rendering works (MUJOCO_GL=egl, a 100x100 frame in" in works.stdout, works.stderr[-2000:]
+    assert "gpu_device.sh: rendering works (MUJOCO_GL=egl, one frame in" in works.stdout, works.stderr[-2000:]
     broken = run_device(tmp_path, bundle, *args, MUJOCO_GL="nosuchgl")
     (line,) = [ln for ln in broken.stderr.splitlines() if "rendering" in ln]
-    assert line.startswith("gpu_device.sh: rendering with MUJOCO_GL=nosuchgl FAILED: ")
+    assert line.startswith("gpu_device.sh: rendering FAILED: ") and "nosuchgl" in line
     assert "Traceback" not in broken.stderr.split("gpu_device.sh: rendering")[0]  # one line, no traceback first
     no_render = run_device(tmp_path, bundle, "--dry-run", "--steps", "report", "--out", str(tmp_path / "gs"))
     assert "rendering" not in no_render.stdout + no_render.stderr  # the report alone renders nothing: no check
