@@ -20,7 +20,7 @@ This script, run here (where pip reaches an index):
 ``benchmarks/gpu_device.sh`` unpacks that on the device and runs the suite. Usage::
 
     .venv/bin/python benchmarks/gpu_bundle.py --gl    # here, after make setup; writes .device/ (git-ignored)
-    # then, with the device tool: run(carry=[".device"], command="bash benchmarks/gpu_device.sh --steps tests,curl")
+    # then, with the device tool: run(carry=[".device"], command="bash benchmarks/gpu_device.sh --steps curl")
 
 ``--python-version 3.11`` builds the same bundle for this machine's Python, to check it here (docs/gpu.md).
 """

@@ -2,24 +2,26 @@
 # Run benchmarks/gpu_suite.sh on the machine the device tool lends, from the bundle benchmarks/gpu_bundle.py makes.
 #
 #   .venv/bin/python benchmarks/gpu_bundle.py --gl                        # here: writes .device/ (git-ignored)
-#   run(carry=[".device"], command="bash benchmarks/gpu_device.sh --steps tests,curl")   # on the device
+#   run(carry=[".device"], command="bash benchmarks/gpu_device.sh --steps curl")   # on the device
 #
 # Checks that the bundle was built for this Python, unpacks .device/site.tar.xz into /tmp/site (again only when the
-# bundle changed) and the EGL loaders of .device/gl/*.deb when the machine has no libEGL; sets PYTHONPATH (bundle,
-# then src/), PYTHON=python3 (the image's torch), CURL_REFERENCE_DIR=.device/curl_reference and MUJOCO_GL=egl;
-# runs the suite with the arguments given in its own process group. GPU_DEVICE_TIMEOUT seconds (default 510)
-# after this script started, or when this script gets SIGTERM/SIGINT/SIGHUP, it sends SIGTERM to every process of
-# the suite (a training run then stops as on Ctrl-C: marked interrupted, resumable), and SIGKILL to what is left
-# 30 s later. Then it copies what the suite wrote into $OUT, the folder the tool brings back, also after a stop:
+# bundle changed) and the EGL loaders of .device/gl/*.deb when libEGL, libOpenGL or libGLdispatch is missing; sets
+# PYTHONPATH (bundle, then src/), PYTHON=python3 (the image's torch), CURL_REFERENCE_DIR=.device/curl_reference and
+# MUJOCO_GL=egl; says in one line whether rendering works (when a step renders); runs the suite with the arguments
+# given in its own process group. GPU_DEVICE_TIMEOUT seconds (default 510) after this script started, or when this
+# script gets SIGTERM/SIGINT/SIGHUP, it sends SIGTERM to every process of the suite (a training run then stops as
+# on Ctrl-C: marked interrupted, resumable), and SIGKILL to what is left 30 s later; after a stop at the time limit
+# it still runs the report step if the call asked for it. Then it copies what the suite wrote into $OUT, the folder
+# the tool brings back, also after a stop:
 # gpu-suite.tgz (logs, JSON and each run's config, metrics, summary and curves; no checkpoints), gpu_suite.json,
 # and results.md when the report step ran. A command the tool kills at its own limit returns nothing, so set
-# GPU_DEVICE_TIMEOUT to about min(timeout_s, budget_left_s) - 60.
+# GPU_DEVICE_TIMEOUT to about min(timeout_s, budget_left_s) - 90 (the stop's grace, a report, the copy).
 # Environment: BUNDLE (default .device), SITE (default /tmp/site), PYTHON, OUT, GPU_DEVICE_TIMEOUT.
 # A warm machine keeps /tmp/site and gpu-suite/ between calls, so the steps can be split over several calls
 # (docs/gpu.md). Exit status: the suite's, 124 when it was stopped at the time limit.
 set -euo pipefail
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
   echo "Other arguments go to gpu_suite.sh:"
   bash "$(dirname "$0")/gpu_suite.sh" --help
   exit 0
@@ -58,9 +60,19 @@ if [ "$(cat "$SITE/.bundle" 2>/dev/null || true)" != "$stamp" ]; then  # first c
   fi
   echo "$stamp" > "$SITE/.bundle"
 fi
-if compgen -G "$BUNDLE/gl/*.deb" > /dev/null && ! grep -q 'libEGL\.so\.1' < <(ldconfig -p 2>/dev/null || true); then
-  for f in "$BUNDLE"/gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
+# MuJoCo's EGL rendering loads libEGL (glvnd) and, through PyOpenGL, libOpenGL or else libGL; both dispatch through
+# libGLdispatch. The loaders go in when any of them is missing (an image may have libEGL without libOpenGL).
+have="$(ldconfig -p 2>/dev/null || true)"
+missing=()
+for lib in libEGL.so.1 libOpenGL.so.0 libGLdispatch.so.0; do grep -qF "$lib " <<< "$have" || missing+=("$lib"); done
+if [ "${#missing[@]}" -gt 0 ]; then
+  if compgen -G "$BUNDLE/gl/*.deb" > /dev/null; then
+    echo "gpu_device.sh: installing the GL/EGL loaders of $BUNDLE/gl (missing here: ${missing[*]})"
+    for f in "$BUNDLE"/gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+  else
+    echo "gpu_device.sh: ${missing[*]} missing here and no $BUNDLE/gl/*.deb (build the bundle with --gl)" >&2
+  fi
 fi
 vendor=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 if [ -f "$vendor" ] && [ -z "${__EGL_VENDOR_LIBRARY_FILENAMES:-}" ]; then export __EGL_VENDOR_LIBRARY_FILENAMES="$vendor"; fi
@@ -70,6 +82,34 @@ if [ -d "$BUNDLE/curl_reference" ] && [ -z "${CURL_REFERENCE_DIR:-}" ]; then
 fi
 "$PYTHON" -c "import sys, torch; print(f'python {sys.version_info[0]}.{sys.version_info[1]} (bundle built for \
 $built), torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}')"
+
+out="gpu-suite"
+steps="all"
+results_md=docs/results.md
+args=("$@")
+for ((i = 0; i < ${#args[@]} - 1; i++)); do
+  case "${args[i]}" in
+    --out) out="${args[i + 1]}" ;; --steps) steps="${args[i + 1]}" ;; --results-md) results_md="${args[i + 1]}" ;;
+  esac
+done
+# One rendered frame before the suite, when a step renders: an EGL problem is then one line at the top of the
+# reply, not a traceback in each step's log.
+if [[ "$steps" == all || ",$steps," =~ ,(tests|curl|pack|runs), ]]; then
+  "$PYTHON" - <<'EOF' || true
+import sys
+import time
+
+start = time.perf_counter()
+try:
+    from contrastlab.envs import check_rendering  # the curl plugin's own check (one frame, dm-control's renderer)
+
+    backend = check_rendering()
+except Exception as exc:  # the message is the point; each step that renders fails with it again
+    sys.exit(f"gpu_device.sh: rendering FAILED: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__} "
+             "(the tests, curl, pack and runs steps need it)")
+print(f"gpu_device.sh: rendering works (MUJOCO_GL={backend}, one frame in {time.perf_counter() - start:.1f} s)")
+EOF
+fi
 
 # The suite in its own process group (setsid), so that a stop reaches the training processes it starts in the
 # background. SIGTERM, not SIGINT: a non-interactive shell starts its background jobs with SIGINT ignored.
@@ -98,19 +138,20 @@ trap - TERM INT HUP
 if [ -e "$fired" ]; then
   rm -f "$fired"
   if (( rc >= 128 )); then rc=124; fi  # stopped (not a suite that ended just as the limit came)
+  if (( rc == 124 )) && [[ "$steps" == all || ",$steps," == *,report,* ]]; then
+    # the report step never came: make it now from what the steps wrote (seconds; bounded, inside the margin)
+    echo "gpu_device.sh: the report of what the suite wrote before the stop" >&2
+    timeout 30 bash benchmarks/gpu_suite.sh "$@" --steps report || true
+  fi
 fi
 
-out="gpu-suite"
-steps="all"
-args=("$@")
-for ((i = 0; i < ${#args[@]} - 1; i++)); do
-  case "${args[i]}" in --out) out="${args[i + 1]}" ;; --steps) steps="${args[i + 1]}" ;; esac
-done
 if [ -n "${OUT:-}" ] && [ -d "$out" ]; then
   tar -czf "$OUT/gpu-suite.tgz" --exclude='*.pt' --exclude='checkpoints' -C "$(dirname "$out")" "$(basename "$out")"
   if [ -f "$out/gpu_suite.json" ]; then cp "$out/gpu_suite.json" "$OUT/"; fi
   if [ -f "$out/results.md" ]; then cp "$out/results.md" "$OUT/"
-  elif [[ "$steps" == all || ",$steps," == *,report,* ]]; then cp docs/results.md "$OUT/"; fi
+  elif [[ "$steps" == all || ",$steps," == *,report,* ]] && [ -f "$results_md" ]; then
+    cp "$results_md" "$OUT/results.md"
+  fi
   echo "gpu_device.sh: copied $out (no checkpoints) into \$OUT"
 fi
 exit "$rc"

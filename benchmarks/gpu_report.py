@@ -49,6 +49,31 @@ ISSUE10_RUN = (100_000, 300)
 PACK_LINE = re.compile(r"K=(\d+) runs: (\d+) s wall, (\d+) env frames/s in total, (\d+) failed")
 
 
+STEPS = ("tests", "losses", "curl", "pack", "runs")
+"""The suite's measuring steps, in the order it runs them (the report's own record is of an earlier report)."""
+
+
+def step_records(out: Path) -> list[dict[str, Any]]:
+    """Each measuring step's record, ``steps/<step>.txt`` (``<exit status> <seconds>``, written by ``gpu_suite.sh``
+    after the step's latest run), in the suite's order: what failed, and how long each step took."""
+    records = []
+    for step in STEPS:
+        path = out / "steps" / f"{step}.txt"
+        parts = path.read_text().split() if path.is_file() else []
+        if len(parts) == 2 and all(p.isdigit() for p in parts):
+            records.append({"step": step, "exit_code": int(parts[0]), "seconds": int(parts[1])})
+    return records
+
+
+def step_line(steps: list[dict[str, Any]]) -> str:
+    """One Markdown line: each step's wall time, and which failed (its exit status)."""
+    if not steps:
+        return "- steps: no record (`steps/`)"
+    parts = [f"`{r['step']}` {r['seconds']} s" + (f" (**failed**, exit {r['exit_code']})" if r["exit_code"] else "")
+             for r in steps]
+    return "- steps (wall time of the latest run of each): " + ", ".join(parts)
+
+
 def curl_flag_variants(out: Path) -> list[dict[str, Any]]:
     """The ``curl`` step's runs with speed flags (``curl_reference_<flags>.json``), in the order of their flags."""
     variants = [_read_json(path) for path in sorted(out.glob("curl_reference_*.json"))]
@@ -141,6 +166,7 @@ def markdown(data: dict[str, Any], frames: int) -> str:
              f"`bash benchmarks/gpu_suite.sh` on **{dev.get('device')}**, torch {dev.get('torch')} "
              f"(CUDA {dev.get('cuda')}), Python {dev.get('python')}."
              + (" **Dry run (CPU, tiny sizes): not a measurement.**" if data.get("dry_run") else ""), ""]
+    lines.append(step_line(data.get("steps") or []))
     tests = data.get("tests")
     lines.append("- CUDA tests (`pytest -m cuda`): " + (
         "not run" if tests is None else
@@ -232,6 +258,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         # a suite that ran on a CPU is a dry run, also when the report is made again from its files
         "dry_run": args.dry_run or str((device or {}).get("device", "")).startswith("cpu"),
         "device": device,
+        "steps": step_records(args.out),
         "tests": pytest_summary(args.out),
         "curl_reference": _read_json(args.out / "curl_reference.json"),
         "curl_flags": curl_flag_variants(args.out),

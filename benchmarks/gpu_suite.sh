@@ -23,6 +23,10 @@
 #
 # Logs and JSON go to --out (default gpu-suite/). PYTHON selects the interpreter (default .venv/bin/python
 # when present, else python3); CURL_REFERENCE_DIR the reference CURL agent for the `curl` step.
+# A step that fails does not stop the suite: it prints one line (and the end of a failed run's log), the next
+# step runs (the report too), and the suite exits with 1 at the end. Each step writes its exit status and seconds
+# to OUT/steps/<step>.txt ("<exit status> <seconds>"; one file per step, so archives of calls made on fresh machines
+# unpack over each other without losing any), which the report shows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,28 +41,42 @@ DRY=0
 RESULTS_MD=""
 RUNS_DIR=""
 EXTRA=()
+die() { echo "gpu_suite.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --steps) STEPS="$2"; shift 2 ;;
-    --pack-ks) PACK_KS="$2"; shift 2 ;;
-    --pack-frames) PACK_FRAMES="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
-    --frames) FRAMES="$2"; shift 2 ;;
-    --seeds) SEEDS="$2"; shift 2 ;;
-    --losses) LOSSES="$2"; shift 2 ;;
-    --runs-dir) RUNS_DIR="$2"; shift 2 ;;
-    --set) EXTRA+=(--set "$2"); shift 2 ;;
-    --results-md) RESULTS_MD="$2"; shift 2 ;;
-    --dry-run) DRY=1; shift ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "gpu_suite.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    --dry-run) DRY=1; shift; continue ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --steps|--pack-ks|--pack-frames|--out|--frames|--seeds|--losses|--runs-dir|--set|--results-md)
+      [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;
+    *) die "unknown option '$1' (see --help)" ;;
   esac
+  case "$1" in
+    --steps) STEPS="$2" ;;
+    --pack-ks) PACK_KS="$2" ;;
+    --pack-frames) PACK_FRAMES="$2" ;;
+    --out) OUT="$2" ;;
+    --frames) FRAMES="$2" ;;
+    --seeds) SEEDS="$2" ;;
+    --losses) LOSSES="$2" ;;
+    --runs-dir) RUNS_DIR="$2" ;;
+    --set) EXTRA+=(--set "$2") ;;
+    --results-md) RESULTS_MD="$2" ;;
+  esac
+  shift 2
 done
 for step in ${STEPS//,/ }; do
   case "$step" in tests|losses|curl|pack|runs|report) ;; *)
-    echo "gpu_suite.sh: unknown step '$step'; valid: tests, losses, curl, pack, runs, report" >&2; exit 2 ;;
+    die "unknown step '$step'; valid: tests, losses, curl, pack, runs, report" ;;
   esac
 done
+# numbers are checked here, before any step runs: a typo must not surface minutes later, after the GPU steps
+positive() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1 takes positive whole numbers, got '$2'"; }
+positive --frames "$FRAMES"
+[ -z "$PACK_FRAMES" ] || positive --pack-frames "$PACK_FRAMES"
+for k in $PACK_KS; do positive --pack-ks "$k"; done
+for seed in $SEEDS; do [[ "$seed" =~ ^[0-9]+$ ]] || die "--seeds takes whole numbers, got '$seed'"; done
+[ -n "${SEEDS// /}" ] || die "--seeds needs at least one seed"
+[ -n "${LOSSES// /}" ] || die "--losses needs at least one loss"
 if [ -z "${PYTHON:-}" ]; then
   if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
@@ -84,41 +102,57 @@ json.dump({"device": name, "torch": torch.__version__, "python": platform.python
 print("device:", name, "torch", torch.__version__)
 EOF
 
-if has tests; then
+# The end of a failed process's log, so that the device tool's reply (the output's tail) shows why it failed.
+show_failure() {
+  echo "gpu_suite.sh: $2 failed; the end of $1:" >&2
+  tail -n 15 "$1" | sed 's/^/    /' >&2
+}
+
+step_tests() {
   log "tests: pytest -m cuda"
-  args=(-q -m cuda -p no:cacheprovider)
-  [ "$DRY" = 1 ] && args+=(--collect-only)
-  set +e; "$PYTHON" -m pytest "${args[@]}" 2>&1 | tee "$OUT/tests.log"; rc=${PIPESTATUS[0]}; set -e
+  local args=(-q -m cuda -p no:cacheprovider) rc=0
+  if [ "$DRY" = 1 ]; then args+=(--collect-only); fi
+  "$PYTHON" -m pytest "${args[@]}" 2>&1 | tee "$OUT/tests.log" || rc=$?
   echo "$rc" > "$OUT/tests.rc"
-fi
+  return "$rc"
+}
 
-if has losses; then
+step_losses() {
   log "losses: benchmarks/losses.py --device $DEVICE"
-  if [ "$DRY" = 1 ]; then largs=(--device cpu --quick --threads 1); else largs=(--device cuda); fi
+  local largs=(--device cuda)
+  if [ "$DRY" = 1 ]; then largs=(--device cpu --quick --threads 1); fi
   "$PYTHON" benchmarks/losses.py "${largs[@]}" 2>&1 | tee "$OUT/losses.log"
-fi
+}
 
-if has curl; then
+step_curl() {
   log "curl: updates/s at batch 512, ours vs the reference CURL"
-  if [ "$DRY" = 1 ]; then cargs=(--device cpu --batch 16 --updates 1 --rounds 1 --fill 40); \
-  else cargs=(--device cuda --batch 512 --updates 50 --rounds 3 --fill 1000); fi
+  local cargs=(--device cuda --batch 512 --updates 50 --rounds 3 --fill 1000) flagsets flags fargs f tag failed=0
+  if [ "$DRY" = 1 ]; then cargs=(--device cpu --batch 16 --updates 1 --rounds 1 --fill 40); fi
+  : > "$OUT/curl.log"
   # the baseline is the plain path (float32, NCHW): channels_last is on by default, so it is switched off here
   "$PYTHON" benchmarks/curl_reference.py "${cargs[@]}" --set agent.channels_last=false \
-    --json "$OUT/curl_reference.json" 2>&1 | tee "$OUT/curl.log"
-  # issue 10: the GPU speed flags, each against the same reference (the cuda tests check their numbers)
-  if [ "$DRY" = 1 ]; then flagsets=("channels_last"); else flagsets=("channels_last" "channels_last bf16" "channels_last bf16 compile"); fi
+    --json "$OUT/curl_reference.json" 2>&1 | tee -a "$OUT/curl.log" || failed=$((failed + 1))
+  # issue 10: the GPU speed flags, each against the same reference (the cuda tests check their numbers); one that
+  # fails does not keep the others from being measured
+  flagsets=("channels_last" "channels_last bf16" "channels_last bf16 compile")
+  if [ "$DRY" = 1 ]; then flagsets=("channels_last"); fi
   for flags in "${flagsets[@]}"; do
     fargs=(); for f in $flags; do fargs+=(--set "agent.$f=true"); done
     tag="${flags// /+}"
     log "curl: batch 512 with $tag"
     "$PYTHON" benchmarks/curl_reference.py "${cargs[@]}" "${fargs[@]}" --json "$OUT/curl_reference_$tag.json" \
-      2>&1 | tee -a "$OUT/curl.log"
+      2>&1 | tee -a "$OUT/curl.log" || failed=$((failed + 1))
   done
-fi
+  if [ "$failed" -gt 0 ]; then
+    echo "gpu_suite.sh: curl: $failed of $((1 + ${#flagsets[@]})) measurements failed (see $OUT/curl.log)" >&2
+    return 1
+  fi
+}
 
-if has pack; then
+step_pack() {
   # issue 10: K concurrent curl runs on the one GPU (what `platform compare --runs-per-gpu K` does); the
   # aggregate environment frames/s per K is in pack.log; the best K goes into docs/curl.md ("Speed")
+  local pframes pks pargs k i threads start wall ppids plogs pfail failed=0
   if [ "$DRY" = 1 ]; then
     pframes=${PACK_FRAMES:-40}; pks=${PACK_KS:-"1 2"}
     pargs=(--preset smoke --device cpu --set agent.init_steps=2 --set agent.batch_size=8 --set env.render_size=48
@@ -131,20 +165,27 @@ if has pack; then
     # share of the CPU threads, as `platform compare --runs-per-gpu K` gives its children
     rm -rf "$OUT/pack/k$k" "$OUT"/pack-k"$k"-*.log
     threads=$(( $(nproc) / k )); [ "$threads" -ge 1 ] || threads=1
-    start=$(date +%s); ppids=()
+    log "pack: $k concurrent run(s) of $pframes env frames"
+    start=$(date +%s); ppids=(); plogs=()
     for i in $(seq 1 "$k"); do
       OMP_NUM_THREADS=$threads "$PYTHON" -m contrastlab.cli train --plugin curl --loss infonce --seed "$i" "${pargs[@]}" \
         --set "train.env_frames=$pframes" --set "train.eval_every_frames=$pframes" --set train.eval_episodes=1 \
         --set train.save_buffer=false --logdir "$OUT/pack/k$k" --run-name "run$i" > "$OUT/pack-k$k-$i.log" 2>&1 &
-      ppids+=($!)
+      ppids+=($!); plogs+=("$OUT/pack-k$k-$i.log")
     done
-    pfail=0; for pid in "${ppids[@]}"; do wait "$pid" || pfail=$((pfail + 1)); done
+    pfail=0
+    for i in "${!ppids[@]}"; do
+      wait "${ppids[i]}" || { pfail=$((pfail + 1)); show_failure "${plogs[i]}" "pack K=$k run $((i + 1))"; }
+    done
     wall=$(( $(date +%s) - start )); [ "$wall" -gt 0 ] || wall=1
     echo "K=$k runs: $wall s wall, $(( k * pframes / wall )) env frames/s in total, $pfail failed" | tee -a "$OUT/pack.log"
+    failed=$((failed + pfail))
   done
-fi
+  [ "$failed" -eq 0 ]
+}
 
-if has runs; then
+step_runs() {
+  local rargs loss seed name dir pids=() names=() failed=0 i
   if [ "$DRY" = 1 ]; then
     rargs=(--preset smoke --device cpu --set "train.env_frames=$FRAMES" --set train.eval_every_frames=$FRAMES
            --set train.eval_episodes=1 --set agent.init_steps=10 --set agent.batch_size=8
@@ -153,7 +194,6 @@ if has runs; then
     rargs=(--preset paper --device cuda --set "train.env_frames=$FRAMES")
   fi
   log "runs: cartpole-swingup, $FRAMES env frames, losses [$LOSSES] x seeds [$SEEDS], concurrently"
-  pids=()
   for loss in $LOSSES; do
     for seed in $SEEDS; do
       name="cartpole-$loss-s$seed"
@@ -168,17 +208,41 @@ if has runs; then
           --set env.domain=cartpole --set env.task=swingup "${EXTRA[@]}" --logdir "$RUNS_DIR" --run-name "$name" \
           > "$OUT/$name.log" 2>&1 &
       fi
-      pids+=($!)
+      pids+=($!); names+=("$name")
     done
   done
-  failed=0
-  for pid in "${pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
+  for i in "${!pids[@]}"; do
+    wait "${pids[i]}" || { failed=$((failed + 1)); show_failure "$OUT/${names[i]}.log" "run ${names[i]}"; }
+  done
   log "runs: done ($failed failed; logs in $OUT/)"
-fi
+  [ "$failed" -eq 0 ]
+}
 
-if has report; then
+step_report() {
   log "report: $OUT/gpu_suite.json and $RESULTS_MD"
-  "$PYTHON" benchmarks/gpu_report.py --out "$OUT" --runs-dir "$RUNS_DIR" --results-md "$RESULTS_MD" \
-    --frames "$FRAMES" $([ "$DRY" = 1 ] && echo --dry-run)
+  local rargs=(--out "$OUT" --runs-dir "$RUNS_DIR" --results-md "$RESULTS_MD" --frames "$FRAMES")
+  if [ "$DRY" = 1 ]; then rargs+=(--dry-run); fi
+  "$PYTHON" benchmarks/gpu_report.py "${rargs[@]}"
+}
+
+# Each step in a subshell with errexit: its first failing command ends the step, not the suite.
+FAILED=()
+for step in tests losses curl pack runs report; do
+  has "$step" || continue
+  start=$SECONDS
+  set +e
+  ( set -e; "step_$step" )
+  rc=$?
+  set -e
+  mkdir -p "$OUT/steps"
+  echo "$rc $((SECONDS - start))" > "$OUT/steps/$step.txt"
+  if [ "$rc" -ne 0 ]; then
+    FAILED+=("$step")
+    echo "gpu_suite.sh: step '$step' failed (exit $rc) after $((SECONDS - start)) s; going on with the next step" >&2
+  fi
+done
+if [ "${#FAILED[@]}" -gt 0 ]; then
+  log "finished; failed steps: ${FAILED[*]}"
+  exit 1
 fi
 log "finished"

@@ -129,6 +129,23 @@ def test_device_wrapper_stops_the_suite_at_its_time_limit_and_still_returns_its_
     assert (tmp_path / "out" / "gpu-suite.tgz").is_file()  # what the suite wrote before the stop comes back
 
 
+def test_a_call_stopped_at_its_time_limit_still_brings_back_its_report(tmp_path: Path) -> None:
+    """``--steps tests,losses,report`` (docs/gpu.md, call 4) stopped in its first step: the report is made from what
+    the earlier calls and the stopped step left, and returned with the archive."""
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    bundle = make_bundle(tmp_path / "bundle", here)
+    suite = tmp_path / "gs"
+    suite.mkdir()
+    (suite / "pack.log").write_text("K=1 runs: 60 s wall, 300 env frames/s in total, 0 failed\n")  # an earlier call
+    proc = run_device(tmp_path, bundle, "--dry-run", "--steps", "tests,losses,report", "--out", str(suite),
+                      GPU_DEVICE_TIMEOUT="2")
+    assert proc.returncode == 124, proc.stdout[-1000:] + proc.stderr[-1000:]
+    assert "the report of what the suite wrote before the stop" in proc.stderr
+    assert "| 1 | 60 | 300 |" in (tmp_path / "out" / "results.md").read_text()
+    assert (suite / "steps" / "report.txt").read_text().startswith("0 ")  # made after the stop
+    assert not (suite / "steps" / "losses.txt").exists()  # never reached
+
+
 def test_device_wrapper_unpacks_a_rebuilt_bundle_again(tmp_path: Path) -> None:
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
     bundle = make_bundle(tmp_path / "bundle", here)
@@ -198,3 +215,48 @@ def test_build_replaces_an_earlier_bundle_and_leaves_nothing_when_it_fails(tmp_p
     with pytest.raises(RuntimeError, match="no index"):
         bundle.build(out, "3.12", ref, gl=False)
     assert list(out.iterdir()) == []  # no half bundle, no earlier bundle, no build folder to carry
+
+
+def fake_tools(folder: Path, calls: Path) -> Path:
+    """``ldconfig`` (``-p`` lists the libraries named in ``$FAKE_LIBS``) and ``dpkg`` that record their calls."""
+    folder.mkdir()
+    (folder / "ldconfig").write_text(
+        '#!/usr/bin/env bash\nif [ "$1" = -p ]; then for lib in $FAKE_LIBS; do\n'
+        '  printf "\\t%s (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/%s\\n" "$lib" "$lib"; done; exit 0; fi\n'
+        f'echo "ldconfig $*" >> "{calls}"\n')
+    (folder / "dpkg").write_text(f'#!/usr/bin/env bash\necho "dpkg $*" >> "{calls}"\n')
+    for tool in ("ldconfig", "dpkg"):
+        (folder / tool).chmod(0o755)
+    return folder
+
+
+def test_device_wrapper_installs_the_gl_loaders_when_any_of_them_is_missing(tmp_path: Path) -> None:
+    """An image with libEGL but without libOpenGL (PyOpenGL's GL library for EGL) still gets the loaders."""
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    bundle = make_bundle(tmp_path / "bundle", here)
+    (bundle / "gl").mkdir()
+    (bundle / "gl" / "libopengl0_1.6.0-1_amd64.deb").write_text("")
+    calls = tmp_path / "calls.txt"
+    path = f"{fake_tools(tmp_path / 'bin', calls)}:{os.environ['PATH']}"
+    for libs, installed in (("libEGL.so.1", True), ("libEGL.so.1 libOpenGL.so.0 libGLdispatch.so.0", False)):
+        calls.write_text("")
+        proc = run_device(tmp_path, bundle, "--dry-run", "--steps", "report", "--out", str(tmp_path / "gs"),
+                          PATH=path, FAKE_LIBS=libs)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert ("dpkg -x" in calls.read_text()) == installed, libs
+        assert ("missing here: libOpenGL.so.0 libGLdispatch.so.0" in proc.stdout) == installed
+
+
+def test_device_wrapper_says_in_one_line_whether_rendering_works(tmp_path: Path) -> None:
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    bundle = make_bundle(tmp_path / "bundle", here)
+    args = ("--dry-run", "--steps", "runs", "--frames", "40", "--seeds", "1", "--losses", "nosuchloss",
+            "--out", str(tmp_path / "gs"))  # a step that renders, failing at once (nothing trains)
+    works = run_device(tmp_path, bundle, *args)
+    assert "gpu_device.sh: rendering works (MUJOCO_GL=egl, one frame in" in works.stdout, works.stderr[-2000:]
+    broken = run_device(tmp_path, bundle, *args, MUJOCO_GL="nosuchgl")
+    (line,) = [ln for ln in broken.stderr.splitlines() if "rendering" in ln]
+    assert line.startswith("gpu_device.sh: rendering FAILED: ") and "nosuchgl" in line
+    assert "Traceback" not in broken.stderr.split("gpu_device.sh: rendering")[0]  # one line, no traceback first
+    no_render = run_device(tmp_path, bundle, "--dry-run", "--steps", "report", "--out", str(tmp_path / "gs"))
+    assert "rendering" not in no_render.stdout + no_render.stderr  # the report alone renders nothing: no check

@@ -4,6 +4,7 @@ are collected from what the suite's steps wrote, with their targets; nothing is 
 from __future__ import annotations
 
 import json
+import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,3 +59,48 @@ def test_a_report_made_again_from_a_cpu_runs_files_stays_a_dry_run(tmp_path: Pat
     md = tmp_path / "results.md"
     data = report.main(["--out", str(tmp_path), "--runs-dir", str(tmp_path / "runs"), "--results-md", str(md)])
     assert data["dry_run"] is True and "Dry run (CPU, tiny sizes): not a measurement." in md.read_text()
+
+
+def test_step_times_and_failures_come_from_the_step_files(tmp_path: Path, load_benchmark) -> None:
+    """``steps/<step>.txt`` (written by the suite after each step) gives each step's latest wall time and exit
+    status, in the suite's order; the report's own file (an earlier report) and a malformed file are left out."""
+    report = load_benchmark("gpu_report")
+    steps = tmp_path / "steps"
+    steps.mkdir()
+    for step, text in (("curl", "0 240\n"), ("tests", "0 95\n"), ("report", "0 4\n"), ("runs", "124 x\n"),
+                       ("losses", "2 12\n")):
+        (steps / f"{step}.txt").write_text(text)
+    assert report.step_records(tmp_path) == [{"step": "tests", "exit_code": 0, "seconds": 95},
+                                             {"step": "losses", "exit_code": 2, "seconds": 12},
+                                             {"step": "curl", "exit_code": 0, "seconds": 240}]
+    line = report.step_line(report.step_records(tmp_path))
+    assert line == ("- steps (wall time of the latest run of each): `tests` 95 s, `losses` 12 s (**failed**, exit 2), "
+                    "`curl` 240 s")
+    assert report.step_records(tmp_path / "nowhere") == [] and "no record" in report.step_line([])
+
+
+def test_archives_of_calls_on_fresh_machines_unpack_into_one_report(tmp_path: Path, load_benchmark) -> None:
+    """docs/gpu.md: the archives of calls that each found a fresh machine, unpacked here one over the other, give
+    the report of all of them, step times included."""
+    report = load_benchmark("gpu_report")
+    calls = [{"steps/curl.txt": "0 300\n", "curl_reference.json": None},
+             {"steps/pack.txt": "1 200\n", "pack.log": "K=1 runs: 60 s wall, 300 env frames/s in total, 0 failed\n"},
+             {"steps/losses.txt": "0 50\n", "device.json": json.dumps({"device": "NVIDIA H100", "torch": "2.11.0"})}]
+    here = tmp_path / "here"
+    for n, files in enumerate(calls):
+        machine = tmp_path / f"machine{n}" / "gpu-suite"
+        for name, text in files.items():
+            (machine / name).parent.mkdir(parents=True, exist_ok=True)
+            if name == "curl_reference.json":
+                curl_json(machine / name, [], 60.0, 10.0)
+            else:
+                (machine / name).write_text(text)
+        archive = tmp_path / f"call{n}.tgz"
+        with tarfile.open(archive, "w:gz") as tar:
+            tar.add(machine, arcname="gpu-suite")
+        with tarfile.open(archive) as tar:
+            tar.extractall(here, filter="data")
+    data = report.main(["--out", str(here / "gpu-suite"), "--runs-dir", str(here / "gpu-suite" / "runs"),
+                        "--results-md", str(tmp_path / "results.md")])
+    assert [s["step"] for s in data["steps"]] == ["losses", "curl", "pack"]
+    assert data["curl_reference"]["speedup_vs_reference"] == 6.0 and data["pack"][0]["k"] == 1
