@@ -122,9 +122,6 @@ def test_pack_step_run_again_in_the_same_folder_measures_again(tmp_path: Path) -
     assert pack["k"] == 1 and pack["failed"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="tests/plugins/curl/test_curl_fast.py marks only the compile case `cuda`, so "
-                   "the suite's `pytest -m cuda` deselects the channels_last and bf16 cases; remove this marker with "
-                   "the fix (a `device` parameter whose cuda value carries the mark)")
 def test_the_suites_cuda_tests_compare_every_speed_flag_on_the_gpu() -> None:
     """The ``tests`` step runs ``pytest -m cuda``: each speed flag's same-update check must be among them, or the
     GPU machine checks only ``compile`` against the plain update (docs/gpu.md, call 1)."""

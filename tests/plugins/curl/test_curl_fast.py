@@ -92,12 +92,12 @@ FLAG_TOLERANCE = {"cpu": {"channels_last": 1e-5, "bf16": 5e-2, "compile": 1e-4},
 on a GPU cuDNN picks other conv algorithms per layout and runs float32 convs in TF32 (10 mantissa bits)."""
 
 
-@pytest.mark.parametrize("flag", ["channels_last", "bf16", pytest.param("compile", marks=pytest.mark.cuda)])
-def test_speed_flags_give_the_same_update(flag: str) -> None:
-    """On the GPU machine (``pytest -m cuda`` runs the compile case) every flag is compared there, on CUDA."""
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("flag", ["channels_last", "bf16", "compile"])
+def test_speed_flags_give_the_same_update(flag: str, device: str) -> None:
+    """Every flag on the CPU and, in the ``cuda`` cases that ``pytest -m cuda`` (the GPU suite) runs, on CUDA."""
     from contrastlab.plugins.curl.fast import speed_flags
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     if flag == "compile" and device == "cpu":
         pytest.skip("torch.compile is checked on a GPU (minutes of inductor compilation on this 2-core CPU)")
     agent = tiny_agent(extra=("agent.actor_features=recompute", "agent.channels_last=false"), device=device)
