@@ -191,3 +191,29 @@ def test_a_crashed_seed_neither_cuts_nor_shifts_the_curves(tmp_path, monkeypatch
     monkeypatch.setattr(plots, "aggregate_curve", lambda tasks: seen.append(tasks) or aggregate_curve(tasks))
     plots.plot_aggregate(groups, tmp_path / "aggregate.png")
     assert [len(runs) for tasks in seen for runs in tasks] == [2]  # a's two completed seeds; b never completed
+
+
+def test_final_png_title_names_the_tables_interval_and_fits_one_panel(tmp_path, monkeypatch):
+    """final.png's whisker is the main table's Student-t interval; its title said "bootstrap" and, with one task
+    panel, ran off both edges of the figure."""
+    from matplotlib.figure import Figure
+
+    saved = []
+    real_savefig = Figure.savefig
+
+    def keep(fig, path, *args, **kwargs):
+        saved.append((fig, str(path)))
+        return real_savefig(fig, path, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    for loss, final in (("infonce", (0.70, 0.72)), ("dcl", (0.74, 0.78))):
+        for seed, value in zip((1, 2), final, strict=True):
+            write_synthetic_run(tmp_path, loss=loss, seed=seed, curve=[value] * 4, final={"score": value})
+    rp.build_report([tmp_path / "runs"], tmp_path / "report")
+    (fig,) = [f for f, path in saved if path.endswith("final.png")]
+    title = fig._suptitle
+    assert "t-interval" in title.get_text() and "bootstrap" not in title.get_text()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    box, frame = title.get_window_extent(FigureCanvasAgg(fig).get_renderer()), fig.bbox
+    assert box.x0 >= frame.x0 and box.x1 <= frame.x1, (box, frame)

@@ -110,8 +110,14 @@ def _panels(groups: Sequence[Group], title: str) -> tuple[Any, Any, list[str], d
         ax.set_visible(False)
     cmap = plt.get_cmap("tab10" if len(cols) <= 10 else "tab20")
     colors = {c: cmap(i % cmap.N) for i, c in enumerate(cols)}
-    fig.suptitle(title)
+    fig.suptitle(title, fontsize=_fitting_fontsize(title, 5.5 * ncols))
     return fig, axes.flat, rows, colors
+
+
+def _fitting_fontsize(text: str, width_inches: float, largest: float = 12.0) -> float:
+    """The largest font size up to ``largest`` points at which ``text`` fits in 95 % of ``width_inches`` (a
+    character is about 0.55 em wide): a one-panel figure's title was cut off at both ends."""
+    return min(largest, 0.95 * width_inches * 72 / (0.55 * max(len(text), 1)))
 
 
 def _points(curves: Iterable[dict[str, list[tuple[int, float]]]]) -> dict[str, int]:
@@ -255,10 +261,15 @@ def plot_aggregate(groups: Sequence[Group], path: Path, tags: dict[str, str | No
     return Path(path)
 
 
+FINAL_TITLE = "final metric: mean, 95 % t-interval over seeds; ★ = separated best"
+"""``final.png``'s title (the whisker is the main table's interval, :meth:`Group.interval`)."""
+
+
 def plot_final(groups: Sequence[Group], path: Path) -> Path:
-    """``final.png``: per task panel, mean final primary metric (bar) with its 95 % bootstrap interval (whisker),
-    seeds as dots. A ★ and a thick outline mark the best only where its interval excludes the others'."""
-    fig, axes, rows, colors = _panels(groups, "final metric (mean, 95 % bootstrap CI over seeds; ★ = separated best)")
+    """``final.png``: per task panel, mean final primary metric (bar) with its 95 % Student-t interval over seeds
+    (whisker, the main table's), seeds as dots. A ★ and a thick outline mark the best only where its interval
+    excludes the others'."""
+    fig, axes, rows, colors = _panels(groups, FINAL_TITLE)
     judged = verdicts(groups)
     for ax, row in zip(axes, rows, strict=False):
         mine = [g for g in groups if g.row == row]
