@@ -58,3 +58,33 @@ def test_eval_says_what_it_evaluates_before_it_starts(toy_pm: PluginManager, tmp
     code, out = run_cli(["eval", str(run_dir)])
     assert code == 0, out
     assert out.splitlines()[0] == f"evaluating {run_dir} (checkpoint at step 10)"
+
+
+def test_a_bar_restarted_measures_its_rate_and_eta_from_then_on(monkeypatch) -> None:
+    """CURL's first random-action frames (no updates) run far faster than the rest: a rate counted from the start
+    showed "ETA 00:00:01" at 40 % with minutes left. From the restart, the rate is the updates' pace."""
+    from contrastlab.platform import progress
+
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    bar = progress.ProgressBar(total=1000, enabled=False)
+    clock[0] = 1.0
+    bar.update(400)  # 400 fast frames in 1 s
+    bar.restart_rate()
+    clock[0] = 11.0
+    bar.update(100)  # then 10 frames/s
+    assert bar.rate() == 10.0
+    assert "ETA 00:00:50" in bar.line()
+
+
+def test_a_restarted_rich_bar_forgets_its_speed_samples() -> None:
+    from contrastlab.platform.progress import ProgressBar
+
+    bar = ProgressBar(total=100)
+    bar.interactive = True
+    with bar:
+        bar.update(40)
+        task = bar._progress._tasks[bar._task]
+        assert len(task._progress) > 0
+        bar.restart_rate()
+        assert len(task._progress) == 0 and task.completed == 40

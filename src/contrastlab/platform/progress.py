@@ -92,6 +92,16 @@ class ProgressBar:
             self._last_print = now
             print(self.line(text), file=sys.stderr, flush=True)
 
+    def restart_rate(self) -> None:
+        """Measure the rate, and so the ETA, from now on: the work before went at another pace (CURL's first
+        random-action frames, without updates, run many times faster than the rest and made the ETA far too short)."""
+        self._start, self._start_done = time.monotonic(), self.done
+        if self._progress is not None:  # rich estimates its speed from a window of recent samples: forget them
+            task = getattr(self._progress, "_tasks", {}).get(self._task)
+            samples = getattr(task, "_progress", None)
+            if samples is not None:
+                samples.clear()
+
     def rate(self) -> float:
         """Units per second since the bar started."""
         elapsed = time.monotonic() - self._start

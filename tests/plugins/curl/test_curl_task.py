@@ -299,3 +299,21 @@ def test_eval_refuses_a_video_type_before_loading_the_run(tmp_path) -> None:
         CurlTask().check_eval(EvalOptions(video=tmp_path / "ep.txt"))
     CurlTask().check_eval(EvalOptions(video=tmp_path / "ep.MP4"))
     assert CurlTask.eval_options == {"episodes", "video"}
+
+
+def test_the_progress_rate_restarts_when_updates_start() -> None:
+    """The bar's ETA is measured from the first update on, not over the fast random-action frames before it."""
+    from types import SimpleNamespace
+
+    from contrastlab.plugins.curl.task import _TrainLoop
+
+    restarts = []
+    loop = _TrainLoop.__new__(_TrainLoop)
+    loop.repeat, loop.episode_return, loop.run = 8, 0.0, None
+    loop.bar = SimpleNamespace(update=lambda *a, **k: None,
+                               restart_rate=lambda: restarts.append(loop.model.num_timesteps))
+    loop.locals = {"rewards": [0.0], "dones": [False]}
+    for step in range(1, 6):
+        loop.model = SimpleNamespace(num_timesteps=step, learning_starts=3)
+        loop._on_step()
+    assert restarts == [3]

@@ -129,6 +129,8 @@ class _TrainLoop(BaseCallback):
     def _on_step(self) -> bool:
         self.episode_return += float(self.locals["rewards"][0])
         self.bar.update(self.repeat)
+        if self.model.num_timesteps == self.model.learning_starts:  # updates start: the ETA from their pace
+            self.bar.restart_rate()
         if self.locals["dones"][0]:
             self.run.log({f"train/episode_return{FRAMES}": self.episode_return}, step=self.frames)
             self.bar.update(0, ret=f"{self.episode_return:.1f}")
