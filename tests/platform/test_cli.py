@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import typer
 import yaml
 
 import contrastlab as cl
@@ -325,3 +326,22 @@ def test_tune_help_on_set_says_a_loss_key_must_fit_the_loss() -> None:
     assert code == 0, out
     line = next(line for line in out.splitlines() if " --set " in line)
     assert "A loss.* key must be a hyperparameter of --loss" in line and "only reaches" not in line, line
+
+
+@pytest.mark.parametrize("command", ["train", "compare", "tune", "report"])
+def test_help_examples_paste_into_a_shell(command: str) -> None:
+    """An example that spans lines in --help ends each of its lines but the last with a backslash (a pasted first
+    line of `platform tune ... --search ...` used to start 20 paper-preset trials without its `--trials 40`)."""
+    import shlex
+
+    from contrastlab.cli import app as cli_app
+
+    click_command = typer.main.get_command(cli_app).commands[command]  # type: ignore[attr-defined]
+    help_text = click_command.help or ""
+    examples = help_text.split("Examples:", 1)[1] if "Examples:" in help_text else ""
+    blocks = [b.strip().splitlines() for b in examples.split("\n\n") if b.strip().startswith("platform ")]
+    assert blocks, f"{command} --help has no examples"
+    for block in blocks:
+        for line in block[:-1]:
+            assert line.rstrip().endswith(" \\"), block
+        shlex.split(" ".join(line.strip().rstrip("\\") for line in block))  # parses as one command
