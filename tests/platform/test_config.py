@@ -114,3 +114,47 @@ def test_resolution_never_mutates_presets(toy_pm: PluginManager) -> None:
 def test_component_hparam_without_name_targets_the_default_component(toy_pm: PluginManager) -> None:
     cfg = resolve_config(toy(), sets=["sampler.temperature=0.2"])
     assert cfg.sampler.name == "two_view" and cfg.sampler.hparams()["temperature"] == 0.2
+
+
+@pytest.mark.parametrize(("item", "reason"), [
+    ("train.lr=inf", "must be a finite number"), ("train.lr=.inf", "must be a finite number"),
+    ("data.noise=.nan", "must be a finite number"), ("data.noise=-.inf", "must be a finite number"),
+    ("train.lr=true", "expected a number, not true/false"), ("train.steps=false", "expected a number, not true/false"),
+])
+def test_a_number_field_refuses_inf_nan_and_booleans(toy_pm: PluginManager, item: str, reason: str) -> None:
+    """`--set train.lr=inf` passed `gt=0` and `--set train.lr=true` was read as 1.0: both trained silently."""
+    key = item.split("=")[0]
+    with pytest.raises(ConfigError, match=rf"^invalid config value {key}=.*: {reason}$"):
+        resolve_config(toy(), sets=[item])
+
+
+def test_a_config_file_and_a_runs_config_are_checked_for_numbers_too(toy_pm: PluginManager, tmp_path: Path) -> None:
+    from contrastlab.platform.config import config_from_dict, config_to_dict
+
+    file = tmp_path / "c.yaml"
+    file.write_text("train:\n  lr: .inf\n")
+    with pytest.raises(ConfigError, match=r"train\.lr=inf: must be a finite number"):
+        resolve_config(toy(), config_file=file)
+    data = config_to_dict(resolve_config(toy()))
+    data["data"]["noise"] = float("nan")
+    with pytest.raises(ConfigError, match=r"data\.noise=nan: must be a finite number"):
+        config_from_dict(toy(), data)
+    assert resolve_config(toy(), sets=["train.lr=0.5", "train.steps=3", "data.noise=0"]).train.lr == 0.5
+
+
+def test_a_bad_hyperparameter_is_refused_before_prepare_config_can_replace_it(toy_pm: PluginManager) -> None:
+    """simclr fills loss.tau_plus = 1/C when it is not set, and `--set loss.tau_plus={a: 1}` counted as not set
+    (its explicit key is loss.tau_plus.a): the bad value was replaced silently instead of refused."""
+    from contrastlab.platform.task import ComponentSpec
+
+    task = toy()
+
+    def prepare(config, explicit):
+        if "loss.tau_plus" not in explicit:
+            config.loss = ComponentSpec(name=config.loss.name, **{**config.loss.hparams(), "tau_plus": 0.25})
+        return config
+
+    task.prepare_config = prepare
+    with pytest.raises(ConfigError, match=r"loss 'dcl': tau_plus=\{'a': 1\} is not a valid float"):
+        resolve_config(task, loss="dcl", sets=["loss.tau_plus={a: 1}"])
+    assert resolve_config(task, loss="dcl").loss.hparams()["tau_plus"] == 0.25

@@ -9,6 +9,9 @@ filled with their registered defaults and range-checked, so the resolved config 
 from __future__ import annotations
 
 import copy
+import math
+import types
+import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -138,8 +141,73 @@ def validation_message(exc: ValidationError, model: type[BaseModel]) -> str:
         valid = sorted(parent.model_fields) if parent is not None else []
         where = f" in '{'.'.join(str(p) for p in loc[:-1])}'" if len(loc) > 1 else ""
         return f"unknown config key '{dotted}'; valid keys{where}: {', '.join(valid)}.{suggest(str(loc[-1]), valid)}"
-    value = err.get("input")
-    return f"invalid config value {dotted}={value!r}: {err.get('msg', 'invalid')}"
+    value, msg = err.get("input"), str(err.get("msg", "invalid"))
+    if err.get("type") == "value_error" and isinstance(value, Mapping):  # a section's own check (model_validator)
+        return f"invalid config section {dotted}: {msg.removeprefix('Value error, ')}"
+    return f"invalid config value {dotted}={value!r}: {msg}"
+
+
+def _number_kind(annotation: Any) -> tuple[str, bool] | None:
+    """``("int" | "float", is_list)`` for a field holding a number, an optional number or a list of numbers."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) != 1:
+            return None
+        annotation = args[0]
+    is_list = typing.get_origin(annotation) in (list, tuple, set, frozenset)
+    if is_list:
+        args = typing.get_args(annotation)
+        if len(args) != 1:
+            return None
+        annotation = args[0]
+    if annotation is int or annotation is float:
+        return annotation.__name__, is_list
+    return None
+
+
+def _check_number(dotted: str, value: Any, kind: str) -> None:
+    if isinstance(value, bool):  # pydantic's lax mode reads true/false as 1/0
+        raise ConfigError(f"invalid config value {dotted}={value!r}: expected a number, not true/false")
+    if kind == "float" and isinstance(value, (int, float, str)):
+        try:
+            number = float(value)
+        except ValueError:
+            return  # not a number at all: the model's own validation says so
+        if not math.isfinite(number):
+            raise ConfigError(f"invalid config value {dotted}={value!r}: must be a finite number")
+
+
+def check_numbers(data: Mapping[str, Any], model: type[BaseModel], prefix: str = "") -> None:
+    """Refuse what the typed model would silently accept in a number field: ``true``/``false`` (read as 1/0) and,
+    in a float field, ``inf`` or ``nan`` (a learning rate of inf passes ``gt=0`` and trains on NaNs). Component
+    hyperparameters are the registry's to check (:func:`~contrastlab.platform.registry.bind_hparams`)."""
+    for key, value in data.items():
+        field = model.model_fields.get(key) if isinstance(key, str) else None
+        if field is None:
+            continue  # unknown keys: the model's validation names them
+        annotation, dotted = field.annotation, f"{prefix}{key}"
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            if not issubclass(annotation, ComponentSpec) and isinstance(value, Mapping):
+                check_numbers(value, annotation, f"{dotted}.")
+            continue
+        number = _number_kind(annotation)
+        if number is None:
+            continue
+        kind, is_list = number
+        if is_list and isinstance(value, (list, tuple)):
+            for item in value:
+                _check_number(dotted, item, kind)
+        elif not is_list:
+            _check_number(dotted, value, kind)
+
+
+def _validate(model: type[TaskConfig], data: Mapping[str, Any]) -> TaskConfig:
+    """``model.model_validate(data)`` with :func:`check_numbers` first and one-line :class:`ConfigError`\\ s."""
+    check_numbers(data, model)
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, model)) from None
 
 
 def _reset_component(data: dict[str, Any], section: str, name: str | None) -> None:
@@ -160,6 +228,15 @@ def _fill_component_names(data: dict[str, Any], model: type[TaskConfig]) -> None
             default = field.get_default(call_default_factory=True)
             if isinstance(default, ComponentSpec):
                 data[section] = {"name": default.name, **default.hparams(), **spec}
+
+
+def check_components(config: TaskConfig) -> None:
+    """Check the component names and the hyperparameter values as given (nothing filled in): a plugin's
+    ``prepare_config`` fills a hyperparameter the user did not set, and ``loss.tau_plus={a: 1}`` counts as unset
+    (its explicit key is ``loss.tau_plus.a``), so it would be replaced silently instead of refused."""
+    for section, kind in COMPONENT_SECTIONS.items():
+        spec: ComponentSpec = getattr(config, section)
+        registry(kind).get(spec.name).resolve(spec.hparams())
 
 
 def resolve_components(config: TaskConfig) -> TaskConfig:
@@ -213,21 +290,15 @@ def resolve_config(
     explicit = flatten_keys(data)
     model = plugin.config_model
     _fill_component_names(data, model)
-    try:
-        config = model.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(validation_message(exc, model)) from None
+    config = _validate(model, data)
+    check_components(config)  # the values given, before prepare_config may replace one it thinks unset
     config = plugin.prepare_config(config, frozenset(explicit))
     return resolve_components(config)
 
 
 def config_from_dict(plugin: TaskPlugin, data: Mapping[str, Any]) -> TaskConfig:
     """Validate an already resolved config (e.g. a run's ``config.yaml``)."""
-    try:
-        config = plugin.config_model.model_validate(dict(data))
-    except ValidationError as exc:
-        raise ConfigError(validation_message(exc, plugin.config_model)) from None
-    return resolve_components(config)
+    return resolve_components(_validate(plugin.config_model, data))
 
 
 # ------------------------------------------------------------------------------------------- documented YAML
