@@ -34,11 +34,11 @@ class DataSection(Section):
     scenario: Literal["case_control", "single_training_set"] = "case_control"
     """``case_control`` (puNCE: U = every unlabeled example, prior π of that pool) or ``single_training_set``
     (PUCL: U = the whole training set, prior α = n₊/n); see ``contrastlab.data.pu``."""
-    train_size: int | None = None
+    train_size: int | None = Field(default=None, ge=1)
     """Use a random subset of this many training examples (``None``: all); the PU split is made on the subset."""
-    test_size: int | None = None
+    test_size: int | None = Field(default=None, ge=1)
     """Use a random subset of this many test examples (``None``: the whole clean test set)."""
-    split_seed: int | None = None
+    split_seed: int | None = Field(default=None, ge=0, lt=2**32 - 1)
     """Seed of the subsets and of the SCAR labeling (``None``: the run's ``seed``)."""
 
 
@@ -99,7 +99,7 @@ class ClassifierSection(Section):
     """nnPU γ: weight of the gradient-ascent step (Kiryo et al. default 1)."""
     steps: int = Field(default=1000, ge=1)
     """Optimizer steps of the probe (method ``pretrain_probe``)."""
-    end_to_end_steps: int | None = None
+    end_to_end_steps: int | None = Field(default=None, ge=1)
     """Steps of the end-to-end baseline; ``None`` = ``pretrain.steps + classifier.steps`` (equal budget)."""
     batch_labeled: int = Field(default=64, ge=1)
     """Labeled positives per step."""
