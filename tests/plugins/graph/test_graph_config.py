@@ -23,3 +23,10 @@ def test_bad_graph_values_are_refused_when_the_config_is_resolved(item: str, mes
 def test_the_presets_stay_valid() -> None:
     for preset in GraphTask.presets:
         resolve_config(GraphTask(), preset=preset)
+
+
+@pytest.mark.parametrize("key", ["model.proj_hidden", "model.proj_dim"])
+def test_a_huge_width_is_refused_before_the_run_is_created(key: str) -> None:
+    """It was accepted, then failed after the run directory was made (an allocator traceback, a failed run)."""
+    with pytest.raises(ConfigError, match=rf"{key}=100000000000: Input should be less than or equal to 65536"):
+        resolve_config(GraphTask(), preset="smoke", sets=[f"{key}=100000000000"])

@@ -24,3 +24,9 @@ def test_bad_sizes_seeds_and_steps_are_refused(item: str, message: str) -> None:
 def test_the_presets_stay_valid() -> None:
     for preset in PUTask.presets:
         resolve_config(PUTask(), preset=preset)
+
+
+@pytest.mark.parametrize("key", ["pretrain.projection_hidden", "pretrain.projection_dim", "prior.estimator_hidden"])
+def test_a_huge_width_is_refused_before_the_run_is_created(key: str) -> None:
+    with pytest.raises(ConfigError, match=rf"{key}=100000000000: Input should be less than or equal to 65536"):
+        resolve_config(PUTask(), preset="smoke", sets=[f"{key}=100000000000"])

@@ -86,3 +86,10 @@ def test_missing_archive_names_the_file(tmp_path):
     task = SimCLRTask()
     with pytest.raises(cl.DataMissingError, match=r"cifar-10-python\.tar\.gz"):
         task.check(tiny_config("infonce", "data.dataset=cifar10", f"data.root={tmp_path}", task=task))
+
+
+@pytest.mark.parametrize("key", ["model.head_hidden", "model.proj_dim"])
+def test_a_huge_width_is_refused_before_the_run_is_created(key: str) -> None:
+    """It was accepted, then failed after the run directory was made (an allocator traceback, a failed run)."""
+    with pytest.raises(cl.ConfigError, match=rf"{key}=100000000000: Input should be less than or equal to 65536"):
+        resolve_config(SimCLRTask(), preset="smoke", sets=[f"{key}=100000000000"])

@@ -12,6 +12,9 @@ from pydantic import Field
 
 from contrastlab.platform.task import ComponentSpec, Section, TaskConfig
 
+MAX_WIDTH = 65_536
+"""Largest hidden/projection width accepted (as the ``mlp`` encoder's): a mistyped huge one fails at once."""
+
 
 class EnvSection(Section):
     """The DeepMind Control Suite task and how it is rendered."""
@@ -44,7 +47,7 @@ class AgentSection(Section):
     """Replay capacity in transitions (CURL: 100k)."""
     init_steps: int = Field(default=1000, ge=1)
     """Agent steps of uniformly random actions before the first update (CURL: 1000)."""
-    hidden_dim: int = Field(default=1024, ge=1)
+    hidden_dim: int = Field(default=1024, ge=1, le=MAX_WIDTH)
     """Width of the two hidden layers of the actor and the critics (CURL: 1024)."""
     lr: float | None = Field(default=None, gt=0)
     """Actor, critic and encoder learning rate; empty = CURL's 2e-4 for cheetah, 1e-3 otherwise."""

@@ -9,6 +9,9 @@ from pydantic import Field
 from contrastlab.data.tu import NodeFeatures
 from contrastlab.platform.task import ComponentSpec, Section, TaskConfig
 
+MAX_WIDTH = 65_536
+"""Largest hidden/projection width accepted (as the ``mlp`` encoder's): a mistyped huge one fails at once."""
+
 
 class SyntheticSection(Section):
     """The generated dataset used when ``data.name: synthetic`` (see ``contrastlab.data.synthetic_graphs``)."""
@@ -59,9 +62,9 @@ class ModelSection(Section):
     """graphcl: two augmented views of each graph through the two_view sampler (You et al. 2020). infograph:
     local–global pairs, each node against its own graph (positive) and the other graphs of the batch (Sun et al.
     2020), scored by the same loss with cosine/temperature logits; no augmentation."""
-    proj_hidden: int | None = Field(default=None, ge=1)
+    proj_hidden: int | None = Field(default=None, ge=1, le=MAX_WIDTH)
     """Hidden width of the projection head Linear → ReLU → Linear (null: the embedding size L·hidden, GraphCL)."""
-    proj_dim: int | None = Field(default=None, ge=1)
+    proj_dim: int | None = Field(default=None, ge=1, le=MAX_WIDTH)
     """Output size of the projection head, where the loss is computed (null: the embedding size)."""
 
 

@@ -10,6 +10,9 @@ from contrastlab.data.augment import augment_spec_for
 from contrastlab.platform.task import ComponentSpec, Section, TaskConfig
 from contrastlab.pretraining import TEST_IMAGES, TRAIN_IMAGES, seconds_per_image
 
+MAX_WIDTH = 65_536
+"""Largest hidden/projection width accepted (as the ``mlp`` encoder's): a mistyped huge one fails at once."""
+
 LOSS_PRIOR_KEYS: dict[str, tuple[str, ...]] = {"punce": ("prior",), "pucl": ("alpha", "c")}
 """Loss hyperparameters that are PU priors and can be filled from the split (``prior.fill_loss``; PUCL only
 with ``prior.fill_pucl``)."""
@@ -58,7 +61,7 @@ class PriorSection(Section):
     of those that are positive views (paper defaults 0.12 and 0.1), not the PU dataset's binary prior."""
     auto_loss_keys: list[str] = Field(default_factory=list)
     """Filled by the plugin: the loss hyperparameters it sets from the prior (those not set explicitly)."""
-    estimator_hidden: int = Field(default=32, ge=0)
+    estimator_hidden: int = Field(default=32, ge=0, le=MAX_WIDTH)
     """Hidden width of the Elkan–Noto classifier (0 = logistic regression)."""
     estimator_steps: int = Field(default=300, ge=1)
     """Training steps of the Elkan–Noto classifier."""
@@ -78,9 +81,9 @@ class PretrainSection(Section):
     """Adam learning rate (the paper's LARS is not used)."""
     weight_decay: float = Field(default=1e-6, ge=0)
     """Adam weight decay."""
-    projection_hidden: int = Field(default=512, ge=1)
+    projection_hidden: int = Field(default=512, ge=1, le=MAX_WIDTH)
     """Hidden width of the projection head (discarded after pre-training)."""
-    projection_dim: int = Field(default=128, ge=1)
+    projection_dim: int = Field(default=128, ge=1, le=MAX_WIDTH)
     """Output size of the projection head."""
     crop_scale_min: float = Field(default=0.2, gt=0, le=1)
     """Smallest random-resized-crop area (fraction of the image)."""

@@ -8,6 +8,9 @@ from pydantic import Field
 
 from contrastlab.platform.task import ComponentSpec, Section, TaskConfig
 
+MAX_WIDTH = 65_536
+"""Largest hidden/projection width accepted (as the ``mlp`` encoder's): a mistyped huge one fails at once."""
+
 
 class DataSection(Section):
     """Which images to train on and how batches are formed."""
@@ -60,9 +63,9 @@ class AugmentSection(Section):
 class ModelSection(Section):
     """Projection head and compute options."""
 
-    head_hidden: int = Field(default=512, ge=1)
+    head_hidden: int = Field(default=512, ge=1, le=MAX_WIDTH)
     """Hidden units of the projection MLP (DCL code: 512)."""
-    proj_dim: int = Field(default=128, ge=1)
+    proj_dim: int = Field(default=128, ge=1, le=MAX_WIDTH)
     """Output size of the projection head; the loss is computed on it (128-d as in SimCLR/DCL)."""
     head_batch_norm: bool = True
     """BatchNorm in the projection head."""
