@@ -29,8 +29,8 @@ class EnvSection(Section):
     """Number of stacked frames in an observation (CURL: 3)."""
     action_repeat: int | None = None
     """Physics steps per action; empty = CURL's per-task value (cartpole 8, finger/walker 2, others 4)."""
-    camera_id: int = 0
-    """MuJoCo camera to render (CURL: 0)."""
+    camera_id: int = Field(default=0, ge=-1)
+    """MuJoCo camera to render (CURL: 0; -1: the free camera)."""
     low_cost_render: bool = True
     """Render without shadows and MSAA (≈5× faster; the images differ, most on reacher); false = dm-control's
     default quality, which CURL trains on (the ``paper`` preset)."""
