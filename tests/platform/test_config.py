@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,28 @@ def test_a_bad_hyperparameter_is_refused_before_prepare_config_can_replace_it(to
     with pytest.raises(ConfigError, match=r"loss 'dcl': tau_plus=\{'a': 1\} is not a valid float"):
         resolve_config(task, loss="dcl", sets=["loss.tau_plus={a: 1}"])
     assert resolve_config(task, loss="dcl").loss.hparams()["tau_plus"] == 0.25
+
+
+def test_a_hyperparameter_set_before_the_component_name_is_kept(toy_pm: PluginManager) -> None:
+    """`--set loss.tau_plus=0.2 --set loss.name=dcl` trained dcl with its default tau_plus: the 0.2 was dropped."""
+    cfg = resolve_config(toy(), sets=["loss.tau_plus=0.2", "loss.name=dcl"])
+    assert cfg.loss.name == "dcl" and cfg.loss.hparams()["tau_plus"] == 0.2
+    with pytest.raises(UnknownNameError, match="loss 'infonce' has no hyperparameter 'tau_plus'"):
+        resolve_config(toy(), loss=None, sets=["loss.name=dcl", "loss.tau_plus=0.2", "loss.name=infonce"])
+    cfg = resolve_config(toy(), sets=["loss.tau_plus=0.2", "loss={name: hcl}"])  # a whole section replaces it all
+    assert cfg.loss.name == "hcl" and cfg.loss.hparams()["tau_plus"] != 0.2
+
+
+@pytest.mark.parametrize("device", ["cuda:x", "cuda:-1", "cuda:", "gpu", "cuda:0:1"])
+def test_a_malformed_device_is_refused_whether_or_not_cuda_is_present(
+    toy_pm: PluginManager, monkeypatch: pytest.MonkeyPatch, device: str
+) -> None:
+    """On a CUDA machine `--device cuda:x` reached int() and torch: a ValueError/RuntimeError traceback."""
+    import torch
+
+    from contrastlab.platform.errors import DeviceError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(DeviceError, match=rf"^unknown device '{re.escape(device)}'; valid: auto, cpu, cuda, cuda:K$"):
+        resolve_config(toy(), device=device)
+    assert resolve_config(toy(), device=" CUDA:1 ").device == " CUDA:1 "  # resolve_device reads it as cuda:1

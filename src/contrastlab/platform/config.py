@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -19,7 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from contrastlab.platform.errors import ConfigError, UnknownNameError
+from contrastlab.platform.errors import ConfigError, DeviceError, UnknownNameError
 from contrastlab.platform.plugins import registry
 from contrastlab.platform.registry import suggest, unknown_name_message
 from contrastlab.platform.task import ComponentSpec, TaskConfig, TaskPlugin
@@ -201,9 +202,21 @@ def check_numbers(data: Mapping[str, Any], model: type[BaseModel], prefix: str =
             _check_number(dotted, value, kind)
 
 
+DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?")
+"""The device strings ``platform.run.resolve_device`` understands (case and surrounding spaces aside)."""
+
+
+def check_device(spec: Any) -> None:
+    """Refuse a device string that is none of auto, cpu, cuda, cuda:K (K >= 0) as a one-line :class:`DeviceError`,
+    whether or not CUDA is present (on a CUDA machine ``cuda:x`` or ``cuda:-1`` reached torch: a traceback)."""
+    if isinstance(spec, str) and spec.strip() and not DEVICE_PATTERN.fullmatch(spec.strip().lower()):
+        raise DeviceError(f"unknown device '{spec}'; valid: auto, cpu, cuda, cuda:K")
+
+
 def _validate(model: type[TaskConfig], data: Mapping[str, Any]) -> TaskConfig:
     """``model.model_validate(data)`` with :func:`check_numbers` first and one-line :class:`ConfigError`\\ s."""
     check_numbers(data, model)
+    check_device(data.get("device"))
     try:
         return model.model_validate(dict(data))
     except ValidationError as exc:
@@ -279,6 +292,7 @@ def resolve_config(
     if device is not None:
         data["device"] = device
     flags = {"loss": loss, "sampler": sampler, "encoder": encoder, "seed": seed, "device": device}
+    given: dict[str, dict[str, Any]] = {section: {} for section in COMPONENT_SECTIONS}  # hparams set by --set
     for item in sets:
         path, value = parse_set(item)
         flag = flags.get(path[0])
@@ -286,6 +300,13 @@ def resolve_config(
             raise ConfigError(f"--set {'.'.join(path)} conflicts with --{path[0]} {flag}; give one of them")
         if path[0] in COMPONENT_SECTIONS and path[1:] == ["name"]:
             _reset_component(data, path[0], str(value))
+            # an earlier --set of this command is kept: `--set loss.tau_plus=0.2 --set loss.name=dcl` means dcl
+            # with 0.2 (it was silently dropped), and is refused by a component without that hyperparameter
+            data[path[0]].update(copy.deepcopy(given[path[0]]))
+        elif path[0] in COMPONENT_SECTIONS and len(path) == 2:
+            given[path[0]][path[1]] = value
+        elif path[0] in COMPONENT_SECTIONS and len(path) == 1:
+            given[path[0]] = {}  # the whole section replaced: `--set loss={name: dcl}`
         set_path(data, path, value)
     explicit = flatten_keys(data)
     model = plugin.config_model
