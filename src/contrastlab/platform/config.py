@@ -2,8 +2,10 @@
 
 Resolution order (later wins): the plugin's config defaults → ``--preset`` → ``--config FILE`` →
 ``--loss/--sampler/--encoder/--seed/--device`` flags → ``--set a.b=v``. Changing a component's name through a
-flag drops the hyperparameters that were meant for the previous component. Component hyperparameters are then
-filled with their registered defaults and range-checked, so the resolved config is complete and explicit.
+flag (or a ``--set loss.name=...``) drops the hyperparameters that were meant for the previous component; those
+given by an earlier ``--set`` of the same command are kept. Component hyperparameters are then filled with their
+registered defaults and range-checked, so the resolved config is complete and explicit. Number fields refuse
+``true``/``false``, float fields ``inf`` and ``nan``, and the device must read auto, cpu, cuda or cuda:K.
 """
 
 from __future__ import annotations
