@@ -145,8 +145,10 @@ def validation_message(exc: ValidationError, model: type[BaseModel]) -> str:
         where = f" in '{'.'.join(str(p) for p in loc[:-1])}'" if len(loc) > 1 else ""
         return f"unknown config key '{dotted}'; valid keys{where}: {', '.join(valid)}.{suggest(str(loc[-1]), valid)}"
     value, msg = err.get("input"), str(err.get("msg", "invalid"))
-    if err.get("type") == "value_error" and isinstance(value, Mapping):  # a section's own check (model_validator)
-        return f"invalid config section {dotted}: {msg.removeprefix('Value error, ')}"
+    if err.get("type") == "value_error":  # a model's own check (a validator) words its message itself
+        msg = msg.removeprefix("Value error, ")
+        if isinstance(value, Mapping):  # a section's check (model_validator)
+            return f"invalid config section {dotted}: {msg}"
     return f"invalid config value {dotted}={value!r}: {msg}"
 
 

@@ -30,3 +30,12 @@ def test_the_presets_stay_valid() -> None:
 def test_a_huge_width_is_refused_before_the_run_is_created(key: str) -> None:
     with pytest.raises(ConfigError, match=rf"{key}=100000000000: Input should be less than or equal to 65536"):
         resolve_config(PUTask(), preset="smoke", sets=[f"{key}=100000000000"])
+
+
+def test_an_unknown_dataset_is_named_as_such() -> None:
+    """It was refused by the label check, blaming the positive classes: "loss 'punce' needs pu labels, but plugin
+    'pu' provides no labels with this config; set data.positive_classes for dataset 'fashion_mnst'"."""
+    with pytest.raises(ConfigError, match=r"^invalid config value data\.dataset='fashion_mnst': unknown dataset "
+                                          r"'fashion_mnst'; valid: .*Did you mean 'fashion_mnist'\?$"):
+        resolve_config(PUTask(), preset="smoke", sets=["data.dataset=fashion_mnst"])
+    assert resolve_config(PUTask(), preset="smoke", sets=["data.dataset=synthetic"]).data.dataset == "synthetic"

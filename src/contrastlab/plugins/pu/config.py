@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from contrastlab.data.augment import augment_spec_for
 from contrastlab.platform.task import ComponentSpec, Section, TaskConfig
@@ -43,6 +43,18 @@ class DataSection(Section):
     """Use a random subset of this many test examples (``None``: the whole clean test set)."""
     split_seed: int | None = Field(default=None, ge=0, lt=2**32 - 1)
     """Seed of the subsets and of the SCAR labeling (``None``: the run's ``seed``)."""
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, name: str) -> str:
+        """An unknown name is refused here: the label check, which runs before the data are loaded, would
+        otherwise blame the missing positive classes of dataset 'banana'."""
+        from contrastlab.data import dataset_names
+        from contrastlab.platform.registry import unknown_name_message
+
+        if name not in dataset_names():
+            raise ValueError(unknown_name_message("dataset", name, dataset_names()))
+        return name
 
 
 class PriorSection(Section):
