@@ -325,3 +325,25 @@ def test_tune_help_on_set_says_a_loss_key_must_fit_the_loss() -> None:
     assert code == 0, out
     line = next(line for line in out.splitlines() if " --set " in line)
     assert "A loss.* key must be a hyperparameter of --loss" in line and "only reaches" not in line, line
+
+
+@pytest.mark.parametrize(("content", "needle"), [
+    (b"{{{ not : valid : [", "malformed YAML in"), (b"- 1\n- 2\n", "must contain a mapping of keys, not list"),
+    (b"\xff\xfe\x00", "is not a text (UTF-8) file"),
+])
+@pytest.mark.parametrize("command", ["resume", "eval"])
+def test_a_corrupt_config_yaml_of_a_run_is_one_line(toy_pm: PluginManager, tmp_path: Path, content: bytes,
+                                                     needle: str, command: str) -> None:
+    """`platform train --resume` and `platform eval` of a run whose config.yaml was damaged: a YAML, Unicode or
+    attribute error traceback."""
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.plugins import get_task_plugin
+    from contrastlab.platform.run import Run
+
+    task = get_task_plugin("toy_clusters")
+    run = Run.create(task, resolve_config(task), tmp_path, run_name="r")
+    run.mark("interrupted")
+    run.close()
+    (run.dir / "config.yaml").write_bytes(content)
+    code, out = run_cli(["train", "--resume", str(run.dir)] if command == "resume" else ["eval", str(run.dir)])
+    assert_one_line_error(code, out, needle, str(run.dir / "config.yaml"))
