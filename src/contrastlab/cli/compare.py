@@ -117,7 +117,7 @@ def check_seeds(seeds: Sequence[int]) -> None:
     from contrastlab.platform.task import TaskConfig
 
     field = TaskConfig.model_fields["seed"]
-    adapter = TypeAdapter(Annotated[int, *field.metadata])
+    adapter = TypeAdapter(Annotated[(int, *field.metadata)])
     for seed in seeds:
         try:
             adapter.validate_python(seed)
