@@ -12,7 +12,7 @@ from contrastlab.plugins.graph.task import GraphTask
 @pytest.mark.parametrize(("item", "message"), [
     ("eval.c_grid=[-1]", "eval.c_grid.0=-1: Input should be greater than 0"),  # sklearn refused it after training
     ("eval.c_grid=[1, 0]", "eval.c_grid.1=0: Input should be greater than 0"),
-    ("data.synthetic.graphs=10000000", "less than or equal to 100000"),  # the pre-flight generated them for hours
+    ("data.synthetic.graphs=10000000", "less than or equal to 100000"),  # the pre-flight check generated them all first
     ("data.synthetic.node_labels=100000000", "less than or equal to 1000"),
 ])
 def test_bad_graph_values_are_refused_when_the_config_is_resolved(item: str, message: str) -> None:
