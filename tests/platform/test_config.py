@@ -143,7 +143,7 @@ def test_a_config_file_and_a_runs_config_are_checked_for_numbers_too(toy_pm: Plu
     assert resolve_config(toy(), sets=["train.lr=0.5", "train.steps=3", "data.noise=0"]).train.lr == 0.5
 
 
-def test_a_bad_hyperparameter_is_refused_before_prepare_config_can_replace_it(toy_pm: PluginManager) -> None:
+def test_a_mapping_hyperparameter_counts_as_set_so_it_is_refused_not_replaced(toy_pm: PluginManager) -> None:
     """simclr fills loss.tau_plus = 1/C when it is not set, and `--set loss.tau_plus={a: 1}` counted as not set
     (its explicit key is loss.tau_plus.a): the bad value was replaced silently instead of refused."""
     from contrastlab.platform.task import ComponentSpec

@@ -247,13 +247,17 @@ def _fill_component_names(data: dict[str, Any], model: type[TaskConfig]) -> None
                 data[section] = {"name": default.name, **default.hparams(), **spec}
 
 
-def check_components(config: TaskConfig) -> None:
-    """Check the component names and the hyperparameter values as given (nothing filled in): a plugin's
-    ``prepare_config`` fills a hyperparameter the user did not set, and ``loss.tau_plus={a: 1}`` counts as unset
-    (its explicit key is ``loss.tau_plus.a``), so it would be replaced silently instead of refused."""
-    for section, kind in COMPONENT_SECTIONS.items():
-        spec: ComponentSpec = getattr(config, section)
-        registry(kind).get(spec.name).resolve(spec.hparams())
+def explicit_keys(data: Mapping[str, Any]) -> set[str]:
+    """The dotted keys a config mapping sets. A component hyperparameter counts as set whatever its value:
+    ``loss.tau_plus={a: 1}`` sets ``loss.tau_plus`` (not ``loss.tau_plus.a``), so a plugin's ``prepare_config``,
+    which fills a hyperparameter the user did not set, leaves it for the registry to refuse instead of replacing
+    it silently."""
+    keys = flatten_keys(data)
+    for section in COMPONENT_SECTIONS:
+        spec = data.get(section)
+        if isinstance(spec, Mapping):
+            keys.update(f"{section}.{key}" for key in spec)
+    return keys
 
 
 def resolve_components(config: TaskConfig) -> TaskConfig:
@@ -312,11 +316,10 @@ def resolve_config(
         elif path[0] in COMPONENT_SECTIONS and len(path) == 1:
             given[path[0]] = {}  # the whole section replaced: `--set loss={name: dcl}`
         set_path(data, path, value)
-    explicit = flatten_keys(data)
+    explicit = explicit_keys(data)
     model = plugin.config_model
     _fill_component_names(data, model)
     config = _validate(model, data)
-    check_components(config)  # the values given, before prepare_config may replace one it thinks unset
     config = plugin.prepare_config(config, frozenset(explicit))
     return resolve_components(config)
 
