@@ -347,3 +347,10 @@ def test_a_corrupt_config_yaml_of_a_run_is_one_line(toy_pm: PluginManager, tmp_p
     (run.dir / "config.yaml").write_bytes(content)
     code, out = run_cli(["train", "--resume", str(run.dir)] if command == "resume" else ["eval", str(run.dir)])
     assert_one_line_error(code, out, needle, str(run.dir / "config.yaml"))
+
+
+def test_an_empty_preset_is_refused_before_anything_is_written(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """`platform train --preset ""` trained the default preset."""
+    code, out = run_cli(["train", "--plugin", "toy_clusters", "--preset", "", "--logdir", str(tmp_path)])
+    assert_one_line_error(code, out, "unknown toy_clusters preset ''")
+    assert not any(tmp_path.iterdir())

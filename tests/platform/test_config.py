@@ -184,3 +184,9 @@ def test_a_malformed_device_is_refused_whether_or_not_cuda_is_present(
     with pytest.raises(DeviceError, match=rf"^unknown device '{re.escape(device)}'; valid: auto, cpu, cuda, cuda:K$"):
         resolve_config(toy(), device=device)
     assert resolve_config(toy(), device=" CUDA:1 ").device == " CUDA:1 "  # resolve_device reads it as cuda:1
+
+
+def test_an_empty_preset_name_is_refused_not_read_as_the_default(toy_pm: PluginManager) -> None:
+    """`platform train --preset ""` trained the default preset."""
+    with pytest.raises(UnknownNameError, match=r"unknown toy_clusters preset ''; valid: "):
+        resolve_config(toy(), preset="")

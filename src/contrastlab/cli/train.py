@@ -267,7 +267,7 @@ def add_train_commands(app: typer.Typer) -> None:
                 raise ConfigError(f"--loss {loss}: platform train trains one loss; to train several side by side "
                                   f"use {compare}")
             task = get_task_plugin(plugin)
-            preset_name = preset or task.default_preset
+            preset_name = task.default_preset if preset is None else preset
             config = resolve_config(
                 task,
                 preset=preset_name,

@@ -283,7 +283,7 @@ def resolve_config(
     device: str | None = None,
 ) -> TaskConfig:
     """The fully resolved, validated config of ``plugin`` (see the module docstring for the order)."""
-    preset = preset or plugin.default_preset
+    preset = plugin.default_preset if preset is None else preset  # "" is a name too: refused below
     if preset not in plugin.presets:
         raise UnknownNameError(unknown_name_message(f"{plugin.name} preset", preset, list(plugin.presets)))
     data: dict[str, Any] = deep_merge({}, plugin.presets[preset])
