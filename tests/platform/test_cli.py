@@ -345,3 +345,32 @@ def test_help_examples_paste_into_a_shell(command: str) -> None:
         for line in block[:-1]:
             assert line.rstrip().endswith(" \\"), block
         shlex.split(" ".join(line.strip().rstrip("\\") for line in block))  # parses as one command
+
+
+@pytest.mark.parametrize(("content", "needle"), [
+    (b"{{{ not : valid : [", "malformed YAML in"), (b"- 1\n- 2\n", "must contain a mapping of keys, not list"),
+    (b"\xff\xfe\x00", "is not a text (UTF-8) file"),
+])
+@pytest.mark.parametrize("command", ["resume", "eval"])
+def test_a_corrupt_config_yaml_of_a_run_is_one_line(toy_pm: PluginManager, tmp_path: Path, content: bytes,
+                                                     needle: str, command: str) -> None:
+    """`platform train --resume` and `platform eval` of a run whose config.yaml was damaged: a YAML, Unicode or
+    attribute error traceback."""
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.plugins import get_task_plugin
+    from contrastlab.platform.run import Run
+
+    task = get_task_plugin("toy_clusters")
+    run = Run.create(task, resolve_config(task), tmp_path, run_name="r")
+    run.mark("interrupted")
+    run.close()
+    (run.dir / "config.yaml").write_bytes(content)
+    code, out = run_cli(["train", "--resume", str(run.dir)] if command == "resume" else ["eval", str(run.dir)])
+    assert_one_line_error(code, out, needle, str(run.dir / "config.yaml"))
+
+
+def test_an_empty_preset_is_refused_before_anything_is_written(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """`platform train --preset ""` trained the default preset."""
+    code, out = run_cli(["train", "--plugin", "toy_clusters", "--preset", "", "--logdir", str(tmp_path)])
+    assert_one_line_error(code, out, "unknown toy_clusters preset ''")
+    assert not any(tmp_path.iterdir())

@@ -41,6 +41,8 @@ BASE = ["compare", "--plugin", "toy", "--loss", "toy_plain,toy_debiased", "--pre
         (["--devices", "0"], "--devices '0'"),
         (["--devices", "0", "--jobs", "2"], "exclusive"),
         (["--runs-per-gpu", "2"], "--runs-per-gpu needs --devices"),
+        (["--seed-list", "2,-1"], "seed -1: Input should be greater than or equal to 0"),  # every run started, failed
+        (["--seed-list", str(2**32)], f"seed {2**32}: Input should be less than"),
     ],
 )
 def test_bad_input_fails_before_anything_runs(toy_pm, tmp_path, extra, message):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,78 @@ def test_resolution_never_mutates_presets(toy_pm: PluginManager) -> None:
 def test_component_hparam_without_name_targets_the_default_component(toy_pm: PluginManager) -> None:
     cfg = resolve_config(toy(), sets=["sampler.temperature=0.2"])
     assert cfg.sampler.name == "two_view" and cfg.sampler.hparams()["temperature"] == 0.2
+
+
+@pytest.mark.parametrize(("item", "reason"), [
+    ("train.lr=inf", "must be a finite number"), ("train.lr=.inf", "must be a finite number"),
+    ("data.noise=.nan", "must be a finite number"), ("data.noise=-.inf", "must be a finite number"),
+    ("train.lr=true", "expected a number, not true/false"), ("train.steps=false", "expected a number, not true/false"),
+])
+def test_a_number_field_refuses_inf_nan_and_booleans(toy_pm: PluginManager, item: str, reason: str) -> None:
+    """`--set train.lr=inf` passed `gt=0` and `--set train.lr=true` was read as 1.0: both trained silently."""
+    key = item.split("=")[0]
+    with pytest.raises(ConfigError, match=rf"^invalid config value {key}=.*: {reason}$"):
+        resolve_config(toy(), sets=[item])
+
+
+def test_a_config_file_and_a_runs_config_are_checked_for_numbers_too(toy_pm: PluginManager, tmp_path: Path) -> None:
+    from contrastlab.platform.config import config_from_dict, config_to_dict
+
+    file = tmp_path / "c.yaml"
+    file.write_text("train:\n  lr: .inf\n")
+    with pytest.raises(ConfigError, match=r"train\.lr=inf: must be a finite number"):
+        resolve_config(toy(), config_file=file)
+    data = config_to_dict(resolve_config(toy()))
+    data["data"]["noise"] = float("nan")
+    with pytest.raises(ConfigError, match=r"data\.noise=nan: must be a finite number"):
+        config_from_dict(toy(), data)
+    assert resolve_config(toy(), sets=["train.lr=0.5", "train.steps=3", "data.noise=0"]).train.lr == 0.5
+
+
+def test_a_mapping_hyperparameter_counts_as_set_so_it_is_refused_not_replaced(toy_pm: PluginManager) -> None:
+    """simclr fills loss.tau_plus = 1/C when it is not set, and `--set loss.tau_plus={a: 1}` counted as not set
+    (its explicit key is loss.tau_plus.a): the bad value was replaced silently instead of refused."""
+    from contrastlab.platform.task import ComponentSpec
+
+    task = toy()
+
+    def prepare(config, explicit):
+        if "loss.tau_plus" not in explicit:
+            config.loss = ComponentSpec(name=config.loss.name, **{**config.loss.hparams(), "tau_plus": 0.25})
+        return config
+
+    task.prepare_config = prepare
+    with pytest.raises(ConfigError, match=r"loss 'dcl': tau_plus=\{'a': 1\} is not a valid float"):
+        resolve_config(task, loss="dcl", sets=["loss.tau_plus={a: 1}"])
+    assert resolve_config(task, loss="dcl").loss.hparams()["tau_plus"] == 0.25
+
+
+def test_a_hyperparameter_set_before_the_component_name_is_kept(toy_pm: PluginManager) -> None:
+    """`--set loss.tau_plus=0.2 --set loss.name=dcl` trained dcl with its default tau_plus: the 0.2 was dropped."""
+    cfg = resolve_config(toy(), sets=["loss.tau_plus=0.2", "loss.name=dcl"])
+    assert cfg.loss.name == "dcl" and cfg.loss.hparams()["tau_plus"] == 0.2
+    with pytest.raises(UnknownNameError, match="loss 'infonce' has no hyperparameter 'tau_plus'"):
+        resolve_config(toy(), loss=None, sets=["loss.name=dcl", "loss.tau_plus=0.2", "loss.name=infonce"])
+    cfg = resolve_config(toy(), sets=["loss.tau_plus=0.2", "loss={name: hcl}"])  # a whole section replaces it all
+    assert cfg.loss.name == "hcl" and cfg.loss.hparams()["tau_plus"] != 0.2
+
+
+@pytest.mark.parametrize("device", ["cuda:x", "cuda:-1", "cuda:", "gpu", "cuda:0:1"])
+def test_a_malformed_device_is_refused_whether_or_not_cuda_is_present(
+    toy_pm: PluginManager, monkeypatch: pytest.MonkeyPatch, device: str
+) -> None:
+    """On a CUDA machine `--device cuda:x` reached int() and torch: a ValueError/RuntimeError traceback."""
+    import torch
+
+    from contrastlab.platform.errors import DeviceError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(DeviceError, match=rf"^unknown device '{re.escape(device)}'; valid: auto, cpu, cuda, cuda:K$"):
+        resolve_config(toy(), device=device)
+    assert resolve_config(toy(), device=" CUDA:1 ").device == " CUDA:1 "  # resolve_device reads it as cuda:1
+
+
+def test_an_empty_preset_name_is_refused_not_read_as_the_default(toy_pm: PluginManager) -> None:
+    """`platform train --preset ""` trained the default preset."""
+    with pytest.raises(UnknownNameError, match=r"unknown toy_clusters preset ''; valid: "):
+        resolve_config(toy(), preset="")

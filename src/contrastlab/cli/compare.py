@@ -108,6 +108,23 @@ def check_row_keys(rows: Sequence[str], configs: dict[str, Any]) -> None:
                               f"{', '.join(sections)} (see platform config)")
 
 
+def check_seeds(seeds: Sequence[int]) -> None:
+    """Refuse a seed the runs' config would refuse (``--seed-list -1``), before anything runs or is written: the
+    seed is no ``--set`` item, so :func:`~contrastlab.experiments.grid.validate_points` never saw it, and every run
+    started, failed, and left a report of failures."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from contrastlab.platform.task import TaskConfig
+
+    field = TaskConfig.model_fields["seed"]
+    adapter = TypeAdapter(Annotated[(int, *field.metadata)])
+    for seed in seeds:
+        try:
+            adapter.validate_python(seed)
+        except ValidationError as exc:
+            raise ConfigError(f"seed {seed}: {exc.errors()[0]['msg']} (see --seeds / --seed-list)") from None
+
+
 def report_home(dirs: Sequence[Path], out: Path | None = None) -> Path:
     """Where ``platform report`` writes: ``out``, else the one DIR given when it is a compare or tune output. A
     report written among plain runs (no ``--out``, or an ``--out`` that is a plain DIR or inside a run) would put
@@ -264,6 +281,7 @@ def add_compare_commands(app: typer.Typer) -> None:
         else:
             plan = make_plan(plugin, loss, recipe, seeds, seed_list, preset, sets, grid or [])
         configs = cmp.validate_points(plan.points)
+        check_seeds(sorted({p.seed for p in plan.points}))
         out_dir = out or plan.default_out
         points = cmp.drop_loss_free_repeats(plan.points, configs, plan.plugin,
                                             started=lambda p: runner.run_state(p.run_dir(out_dir)) != "fresh")

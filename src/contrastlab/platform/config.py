@@ -2,13 +2,19 @@
 
 Resolution order (later wins): the plugin's config defaults → ``--preset`` → ``--config FILE`` →
 ``--loss/--sampler/--encoder/--seed/--device`` flags → ``--set a.b=v``. Changing a component's name through a
-flag drops the hyperparameters that were meant for the previous component. Component hyperparameters are then
-filled with their registered defaults and range-checked, so the resolved config is complete and explicit.
+flag (or a ``--set loss.name=...``) drops the hyperparameters that were meant for the previous component; those
+given by an earlier ``--set`` of the same command are kept. Component hyperparameters are then filled with their
+registered defaults and range-checked, so the resolved config is complete and explicit. Number fields refuse
+``true``/``false``, float fields ``inf`` and ``nan``, and the device must read auto, cpu, cuda or cuda:K.
 """
 
 from __future__ import annotations
 
 import copy
+import math
+import re
+import types
+import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +22,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from contrastlab.platform.errors import ConfigError, UnknownNameError
+from contrastlab.platform.errors import ConfigError, DeviceError, UnknownNameError
 from contrastlab.platform.plugins import registry
 from contrastlab.platform.registry import suggest, unknown_name_message
 from contrastlab.platform.task import ComponentSpec, TaskConfig, TaskPlugin
@@ -138,8 +144,87 @@ def validation_message(exc: ValidationError, model: type[BaseModel]) -> str:
         valid = sorted(parent.model_fields) if parent is not None else []
         where = f" in '{'.'.join(str(p) for p in loc[:-1])}'" if len(loc) > 1 else ""
         return f"unknown config key '{dotted}'; valid keys{where}: {', '.join(valid)}.{suggest(str(loc[-1]), valid)}"
-    value = err.get("input")
-    return f"invalid config value {dotted}={value!r}: {err.get('msg', 'invalid')}"
+    value, msg = err.get("input"), str(err.get("msg", "invalid"))
+    if err.get("type") == "value_error":  # a model's own check (a validator) words its message itself
+        msg = msg.removeprefix("Value error, ")
+        if isinstance(value, Mapping):  # a section's check (model_validator)
+            return f"invalid config section {dotted}: {msg}"
+    return f"invalid config value {dotted}={value!r}: {msg}"
+
+
+def _number_kind(annotation: Any) -> tuple[str, bool] | None:
+    """``("int" | "float", is_list)`` for a field holding a number, an optional number or a list of numbers."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) != 1:
+            return None
+        annotation = args[0]
+    is_list = typing.get_origin(annotation) in (list, tuple, set, frozenset)
+    if is_list:
+        args = typing.get_args(annotation)
+        if len(args) != 1:
+            return None
+        annotation = args[0]
+    if annotation is int or annotation is float:
+        return annotation.__name__, is_list
+    return None
+
+
+def _check_number(dotted: str, value: Any, kind: str) -> None:
+    if isinstance(value, bool):  # pydantic's lax mode reads true/false as 1/0
+        raise ConfigError(f"invalid config value {dotted}={value!r}: expected a number, not true/false")
+    if kind == "float" and isinstance(value, (int, float, str)):
+        try:
+            number = float(value)
+        except ValueError:
+            return  # not a number at all: the model's own validation says so
+        if not math.isfinite(number):
+            raise ConfigError(f"invalid config value {dotted}={value!r}: must be a finite number")
+
+
+def check_numbers(data: Mapping[str, Any], model: type[BaseModel], prefix: str = "") -> None:
+    """Refuse what the typed model would silently accept in a number field: ``true``/``false`` (read as 1/0) and,
+    in a float field, ``inf`` or ``nan`` (a learning rate of inf passes ``gt=0`` and trains on NaNs). Component
+    hyperparameters are the registry's to check (:func:`~contrastlab.platform.registry.bind_hparams`)."""
+    for key, value in data.items():
+        field = model.model_fields.get(key) if isinstance(key, str) else None
+        if field is None:
+            continue  # unknown keys: the model's validation names them
+        annotation, dotted = field.annotation, f"{prefix}{key}"
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            if not issubclass(annotation, ComponentSpec) and isinstance(value, Mapping):
+                check_numbers(value, annotation, f"{dotted}.")
+            continue
+        number = _number_kind(annotation)
+        if number is None:
+            continue
+        kind, is_list = number
+        if is_list and isinstance(value, (list, tuple)):
+            for item in value:
+                _check_number(dotted, item, kind)
+        elif not is_list:
+            _check_number(dotted, value, kind)
+
+
+DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?")
+"""The device strings ``platform.run.resolve_device`` understands (case and surrounding spaces aside)."""
+
+
+def check_device(spec: Any) -> None:
+    """Refuse a device string that is none of auto, cpu, cuda, cuda:K (K >= 0) as a one-line :class:`DeviceError`,
+    whether or not CUDA is present (on a CUDA machine ``cuda:x`` or ``cuda:-1`` reached torch: a traceback)."""
+    if isinstance(spec, str) and spec.strip() and not DEVICE_PATTERN.fullmatch(spec.strip().lower()):
+        raise DeviceError(f"unknown device '{spec}'; valid: auto, cpu, cuda, cuda:K")
+
+
+def _validate(model: type[TaskConfig], data: Mapping[str, Any]) -> TaskConfig:
+    """``model.model_validate(data)`` with :func:`check_numbers` first and one-line :class:`ConfigError`\\ s."""
+    check_numbers(data, model)
+    check_device(data.get("device"))
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, model)) from None
 
 
 def _reset_component(data: dict[str, Any], section: str, name: str | None) -> None:
@@ -160,6 +245,19 @@ def _fill_component_names(data: dict[str, Any], model: type[TaskConfig]) -> None
             default = field.get_default(call_default_factory=True)
             if isinstance(default, ComponentSpec):
                 data[section] = {"name": default.name, **default.hparams(), **spec}
+
+
+def explicit_keys(data: Mapping[str, Any]) -> set[str]:
+    """The dotted keys a config mapping sets. A component hyperparameter counts as set whatever its value:
+    ``loss.tau_plus={a: 1}`` sets ``loss.tau_plus`` (not ``loss.tau_plus.a``), so a plugin's ``prepare_config``,
+    which fills a hyperparameter the user did not set, leaves it for the registry to refuse instead of replacing
+    it silently."""
+    keys = flatten_keys(data)
+    for section in COMPONENT_SECTIONS:
+        spec = data.get(section)
+        if isinstance(spec, Mapping):
+            keys.update(f"{section}.{key}" for key in spec)
+    return keys
 
 
 def resolve_components(config: TaskConfig) -> TaskConfig:
@@ -185,7 +283,7 @@ def resolve_config(
     device: str | None = None,
 ) -> TaskConfig:
     """The fully resolved, validated config of ``plugin`` (see the module docstring for the order)."""
-    preset = preset or plugin.default_preset
+    preset = plugin.default_preset if preset is None else preset  # "" is a name too: refused below
     if preset not in plugin.presets:
         raise UnknownNameError(unknown_name_message(f"{plugin.name} preset", preset, list(plugin.presets)))
     data: dict[str, Any] = deep_merge({}, plugin.presets[preset])
@@ -202,6 +300,7 @@ def resolve_config(
     if device is not None:
         data["device"] = device
     flags = {"loss": loss, "sampler": sampler, "encoder": encoder, "seed": seed, "device": device}
+    given: dict[str, dict[str, Any]] = {section: {} for section in COMPONENT_SECTIONS}  # hparams set by --set
     for item in sets:
         path, value = parse_set(item)
         flag = flags.get(path[0])
@@ -209,25 +308,25 @@ def resolve_config(
             raise ConfigError(f"--set {'.'.join(path)} conflicts with --{path[0]} {flag}; give one of them")
         if path[0] in COMPONENT_SECTIONS and path[1:] == ["name"]:
             _reset_component(data, path[0], str(value))
+            # an earlier --set of this command is kept: `--set loss.tau_plus=0.2 --set loss.name=dcl` means dcl
+            # with 0.2 (it was silently dropped), and is refused by a component without that hyperparameter
+            data[path[0]].update(copy.deepcopy(given[path[0]]))
+        elif path[0] in COMPONENT_SECTIONS and len(path) == 2:
+            given[path[0]][path[1]] = value
+        elif path[0] in COMPONENT_SECTIONS and len(path) == 1:
+            given[path[0]] = {}  # the whole section replaced: `--set loss={name: dcl}`
         set_path(data, path, value)
-    explicit = flatten_keys(data)
+    explicit = explicit_keys(data)
     model = plugin.config_model
     _fill_component_names(data, model)
-    try:
-        config = model.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(validation_message(exc, model)) from None
+    config = _validate(model, data)
     config = plugin.prepare_config(config, frozenset(explicit))
     return resolve_components(config)
 
 
 def config_from_dict(plugin: TaskPlugin, data: Mapping[str, Any]) -> TaskConfig:
     """Validate an already resolved config (e.g. a run's ``config.yaml``)."""
-    try:
-        config = plugin.config_model.model_validate(dict(data))
-    except ValidationError as exc:
-        raise ConfigError(validation_message(exc, plugin.config_model)) from None
-    return resolve_components(config)
+    return resolve_components(_validate(plugin.config_model, data))
 
 
 # ------------------------------------------------------------------------------------------- documented YAML

@@ -69,9 +69,11 @@ def int_in(lo: int, hi: int) -> Callable[[Any], bool]:
 
 
 def suggest(name: str, valid: list[str]) -> str:
-    """A ``" Did you mean 'x'?"`` suffix for the closest valid name, or an empty string."""
-    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
-    return f" Did you mean '{close[0]}'?" if close else ""
+    """A ``" Did you mean 'x'?"`` suffix for the closest valid name (case aside: ``DCL`` → ``dcl``), or an empty
+    string."""
+    lowered = {v.lower(): v for v in valid}
+    close = difflib.get_close_matches(str(name).lower(), list(lowered), n=1, cutoff=0.5)
+    return f" Did you mean '{lowered[close[0]]}'?" if close else ""
 
 
 def unknown_name_message(kind: str, name: str, valid: list[str]) -> str:

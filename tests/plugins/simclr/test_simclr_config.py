@@ -86,3 +86,18 @@ def test_missing_archive_names_the_file(tmp_path):
     task = SimCLRTask()
     with pytest.raises(cl.DataMissingError, match=r"cifar-10-python\.tar\.gz"):
         task.check(tiny_config("infonce", "data.dataset=cifar10", f"data.root={tmp_path}", task=task))
+
+
+@pytest.mark.parametrize("key", ["model.head_hidden", "model.proj_dim"])
+def test_a_huge_width_is_refused_before_the_run_is_created(key: str) -> None:
+    """It was accepted, then failed after the run directory was made (an allocator traceback, a failed run)."""
+    with pytest.raises(cl.ConfigError, match=rf"{key}=100000000000: Input should be less than or equal to 65536"):
+        resolve_config(SimCLRTask(), preset="smoke", sets=[f"{key}=100000000000"])
+
+
+@pytest.mark.parametrize(("key", "bound"), [("data.views", 64), ("data.image_size", 1024), ("augment.size", 1024)])
+def test_a_huge_view_count_or_image_size_is_refused_before_the_run_is_created(key: str, bound: int) -> None:
+    """`--set data.views=100000` or `augment.size=100000` was accepted, then the first batch failed in the allocator
+    (a traceback and a failed run)."""
+    with pytest.raises(cl.ConfigError, match=rf"{key}=100000: Input should be less than or equal to {bound}"):
+        resolve_config(SimCLRTask(), preset="smoke", sets=[f"{key}=100000"])

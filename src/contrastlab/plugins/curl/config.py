@@ -12,6 +12,9 @@ from pydantic import Field
 
 from contrastlab.platform.task import ComponentSpec, Section, TaskConfig
 
+MAX_WIDTH = 65_536
+"""Largest hidden/projection width accepted (as the ``mlp`` encoder's): a mistyped huge one fails at once."""
+
 
 class EnvSection(Section):
     """The DeepMind Control Suite task and how it is rendered."""
@@ -26,8 +29,8 @@ class EnvSection(Section):
     """Number of stacked frames in an observation (CURL: 3)."""
     action_repeat: int | None = None
     """Physics steps per action; empty = CURL's per-task value (cartpole 8, finger/walker 2, others 4)."""
-    camera_id: int = 0
-    """MuJoCo camera to render (CURL: 0)."""
+    camera_id: int = Field(default=0, ge=-1)
+    """MuJoCo camera to render (CURL: 0; -1: the free camera)."""
     low_cost_render: bool = True
     """Render without shadows and MSAA (≈5× faster; the images differ, most on reacher); false = dm-control's
     default quality, which CURL trains on (the ``paper`` preset)."""
@@ -44,7 +47,7 @@ class AgentSection(Section):
     """Replay capacity in transitions (CURL: 100k)."""
     init_steps: int = Field(default=1000, ge=1)
     """Agent steps of uniformly random actions before the first update (CURL: 1000)."""
-    hidden_dim: int = Field(default=1024, ge=1)
+    hidden_dim: int = Field(default=1024, ge=1, le=MAX_WIDTH)
     """Width of the two hidden layers of the actor and the critics (CURL: 1024)."""
     lr: float | None = Field(default=None, gt=0)
     """Actor, critic and encoder learning rate; empty = CURL's 2e-4 for cheetah, 1e-3 otherwise."""

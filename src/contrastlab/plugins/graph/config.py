@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from contrastlab.data.tu import NodeFeatures
 from contrastlab.platform.task import ComponentSpec, Section, TaskConfig
 
+MAX_WIDTH = 65_536
+"""Largest hidden/projection width accepted (as the ``mlp`` encoder's): a mistyped huge one fails at once."""
+
 
 class SyntheticSection(Section):
     """The generated dataset used when ``data.name: synthetic`` (see ``contrastlab.data.synthetic_graphs``)."""
 
-    graphs: int = Field(default=300, ge=6)
-    """Number of graphs (three classes in turn: rings, cliques, trees)."""
+    graphs: int = Field(default=300, ge=6, le=100_000)
+    """Number of graphs (three classes in turn: rings, cliques, trees; at most 100000, generated one by one)."""
     noise: float = Field(default=0.3, ge=0.0, le=1.0)
     """Fraction of every graph's edges rewired at random (higher: classes overlap more)."""
-    node_labels: int = Field(default=0, ge=0)
-    """Random node types written as node labels (class-independent nuisance features; 0: none)."""
+    node_labels: int = Field(default=0, ge=0, le=1000)
+    """Random node types written as node labels (class-independent nuisance features, one-hot; 0: none)."""
     seed: int = Field(default=0, ge=0)
     """Seed of the generator; fixed across run seeds so that seeds vary only the training."""
 
@@ -59,9 +62,9 @@ class ModelSection(Section):
     """graphcl: two augmented views of each graph through the two_view sampler (You et al. 2020). infograph:
     local–global pairs, each node against its own graph (positive) and the other graphs of the batch (Sun et al.
     2020), scored by the same loss with cosine/temperature logits; no augmentation."""
-    proj_hidden: int | None = Field(default=None, ge=1)
+    proj_hidden: int | None = Field(default=None, ge=1, le=MAX_WIDTH)
     """Hidden width of the projection head Linear → ReLU → Linear (null: the embedding size L·hidden, GraphCL)."""
-    proj_dim: int | None = Field(default=None, ge=1)
+    proj_dim: int | None = Field(default=None, ge=1, le=MAX_WIDTH)
     """Output size of the projection head, where the loss is computed (null: the embedding size)."""
 
 
@@ -92,7 +95,8 @@ class EvalSection(Section):
     """Outer stratified folds (10 in InfoGraph/GraphCL); fewer when a class is smaller."""
     inner_folds: int = Field(default=5, ge=2)
     """Inner folds of the C search inside every outer training part."""
-    c_grid: list[float] = Field(default_factory=lambda: [1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0], min_length=1)
+    c_grid: list[Annotated[float, Field(gt=0)]] = Field(
+        default_factory=lambda: [1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0], min_length=1)
     """Values of C searched (InfoGraph/GraphCL: 10^-3 … 10^3); one value skips the search."""
     svm_kernel: Literal["linear", "rbf"] = "linear"
     """Kernel of the SVM readout."""

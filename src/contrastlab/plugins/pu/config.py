@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from contrastlab.data.augment import augment_spec_for
 from contrastlab.platform.task import ComponentSpec, Section, TaskConfig
 from contrastlab.pretraining import TEST_IMAGES, TRAIN_IMAGES, seconds_per_image
+
+MAX_WIDTH = 65_536
+"""Largest hidden/projection width accepted (as the ``mlp`` encoder's): a mistyped huge one fails at once."""
 
 LOSS_PRIOR_KEYS: dict[str, tuple[str, ...]] = {"punce": ("prior",), "pucl": ("alpha", "c")}
 """Loss hyperparameters that are PU priors and can be filled from the split (``prior.fill_loss``; PUCL only
@@ -34,12 +37,24 @@ class DataSection(Section):
     scenario: Literal["case_control", "single_training_set"] = "case_control"
     """``case_control`` (puNCE: U = every unlabeled example, prior π of that pool) or ``single_training_set``
     (PUCL: U = the whole training set, prior α = n₊/n); see ``contrastlab.data.pu``."""
-    train_size: int | None = None
+    train_size: int | None = Field(default=None, ge=1)
     """Use a random subset of this many training examples (``None``: all); the PU split is made on the subset."""
-    test_size: int | None = None
+    test_size: int | None = Field(default=None, ge=1)
     """Use a random subset of this many test examples (``None``: the whole clean test set)."""
-    split_seed: int | None = None
+    split_seed: int | None = Field(default=None, ge=0, lt=2**32 - 1)
     """Seed of the subsets and of the SCAR labeling (``None``: the run's ``seed``)."""
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, name: str) -> str:
+        """An unknown name is refused here: the label check, which runs before the data are loaded, would
+        otherwise blame the missing positive classes of dataset 'banana'."""
+        from contrastlab.data import dataset_names
+        from contrastlab.platform.registry import unknown_name_message
+
+        if name not in dataset_names():
+            raise ValueError(unknown_name_message("dataset", name, dataset_names()))
+        return name
 
 
 class PriorSection(Section):
@@ -58,7 +73,7 @@ class PriorSection(Section):
     of those that are positive views (paper defaults 0.12 and 0.1), not the PU dataset's binary prior."""
     auto_loss_keys: list[str] = Field(default_factory=list)
     """Filled by the plugin: the loss hyperparameters it sets from the prior (those not set explicitly)."""
-    estimator_hidden: int = Field(default=32, ge=0)
+    estimator_hidden: int = Field(default=32, ge=0, le=MAX_WIDTH)
     """Hidden width of the Elkan–Noto classifier (0 = logistic regression)."""
     estimator_steps: int = Field(default=300, ge=1)
     """Training steps of the Elkan–Noto classifier."""
@@ -78,9 +93,9 @@ class PretrainSection(Section):
     """Adam learning rate (the paper's LARS is not used)."""
     weight_decay: float = Field(default=1e-6, ge=0)
     """Adam weight decay."""
-    projection_hidden: int = Field(default=512, ge=1)
+    projection_hidden: int = Field(default=512, ge=1, le=MAX_WIDTH)
     """Hidden width of the projection head (discarded after pre-training)."""
-    projection_dim: int = Field(default=128, ge=1)
+    projection_dim: int = Field(default=128, ge=1, le=MAX_WIDTH)
     """Output size of the projection head."""
     crop_scale_min: float = Field(default=0.2, gt=0, le=1)
     """Smallest random-resized-crop area (fraction of the image)."""
@@ -99,7 +114,7 @@ class ClassifierSection(Section):
     """nnPU γ: weight of the gradient-ascent step (Kiryo et al. default 1)."""
     steps: int = Field(default=1000, ge=1)
     """Optimizer steps of the probe (method ``pretrain_probe``)."""
-    end_to_end_steps: int | None = None
+    end_to_end_steps: int | None = Field(default=None, ge=1)
     """Steps of the end-to-end baseline; ``None`` = ``pretrain.steps + classifier.steps`` (equal budget)."""
     batch_labeled: int = Field(default=64, ge=1)
     """Labeled positives per step."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from contrastlab.platform.task import ComponentSpec, Section, TaskConfig
 
@@ -12,14 +12,18 @@ FROM_DENSITY = "from-density"
 """Value of ``loss.tau_plus`` that asks for τ⁺ = the interaction density (BCL Appendix D)."""
 
 
+MAX_SYNTHETIC_PAIRS = 50_000_000
+"""Most users × items of the generated dataset (its dense float32 score matrix: 200 MB, twice while sampling)."""
+
+
 class SyntheticSection(Section):
     """The generated latent-factor dataset (``data.dataset=synthetic``)."""
 
-    users: int = Field(default=400, ge=2)
+    users: int = Field(default=400, ge=2, le=1_000_000)
     """Number of users."""
-    items: int = Field(default=500, ge=2)
-    """Number of items."""
-    factors: int = Field(default=8, ge=1)
+    items: int = Field(default=500, ge=2, le=1_000_000)
+    """Number of items (users × items at most 50 million: the generator scores every pair)."""
+    factors: int = Field(default=8, ge=1, le=4096)
     """Size of the hidden user/item factors that generate the interactions."""
     min_per_user: int = Field(default=10, ge=1)
     """Fewest items a user interacts with."""
@@ -29,6 +33,14 @@ class SyntheticSection(Section):
     """How strongly the factors decide the choices (0: popularity only, no personal signal)."""
     seed: int = Field(default=0, ge=0)
     """Seed of the generator (the data are the same for every run seed)."""
+
+    @model_validator(mode="after")
+    def _fits_in_memory(self) -> SyntheticSection:
+        """The generator holds a dense users × items score matrix: refuse one that cannot fit before it is built."""
+        if self.users * self.items > MAX_SYNTHETIC_PAIRS:
+            raise ValueError(f"users × items = {self.users} × {self.items} is more than {MAX_SYNTHETIC_PAIRS:,} "
+                             "(the generator scores every pair)")
+        return self
 
 
 class DataSection(Section):

@@ -8,6 +8,13 @@ from pydantic import Field
 
 from contrastlab.platform.task import ComponentSpec, Section, TaskConfig
 
+MAX_WIDTH = 65_536
+"""Largest hidden/projection width accepted (as the ``mlp`` encoder's): a mistyped huge one fails at once."""
+MAX_IMAGE_SIZE = 1024
+"""Largest image side accepted (the datasets are held in memory; STL-10 is 96 px)."""
+MAX_VIEWS = 64
+"""Most augmented views per image accepted (every view of a batch is one encoder input)."""
+
 
 class DataSection(Section):
     """Which images to train on and how batches are formed."""
@@ -24,9 +31,9 @@ class DataSection(Section):
     """Use a random subset of this many training images (null: all)."""
     test_subset: int | None = Field(default=None, ge=1)
     """Use a random subset of this many test images for kNN/linear evaluation (null: all)."""
-    image_size: int | None = Field(default=None, ge=4)
+    image_size: int | None = Field(default=None, ge=4, le=MAX_IMAGE_SIZE)
     """Resize image_folder images to this side length (null: the first image's size)."""
-    views: int = 2
+    views: int = Field(default=2, le=MAX_VIEWS)
     """Augmented views per image V; V > 2 gives M = V−1 positives (DCL/HCL/PUCL with M > 1, DebiasedPos
     aggregation) through the multi_view sampler."""
     labels: Literal["none", "class"] = "none"
@@ -45,7 +52,7 @@ class DataSection(Section):
 class AugmentSection(Section):
     """Overrides of the per-dataset SimCLR augmentation (null keeps the dataset's value)."""
 
-    size: int | None = Field(default=None, ge=4)
+    size: int | None = Field(default=None, ge=4, le=MAX_IMAGE_SIZE)
     """Output crop size in pixels (dataset default: 28 Fashion-MNIST, 32 CIFAR, 96 STL-10)."""
     crop_scale_min: float | None = Field(default=None, gt=0.0, le=1.0)
     """Smallest crop area fraction (default 0.08; 0.2 for Fashion-MNIST)."""
@@ -60,9 +67,9 @@ class AugmentSection(Section):
 class ModelSection(Section):
     """Projection head and compute options."""
 
-    head_hidden: int = Field(default=512, ge=1)
+    head_hidden: int = Field(default=512, ge=1, le=MAX_WIDTH)
     """Hidden units of the projection MLP (DCL code: 512)."""
-    proj_dim: int = Field(default=128, ge=1)
+    proj_dim: int = Field(default=128, ge=1, le=MAX_WIDTH)
     """Output size of the projection head; the loss is computed on it (128-d as in SimCLR/DCL)."""
     head_batch_norm: bool = True
     """BatchNorm in the projection head."""
