@@ -354,3 +354,34 @@ def test_reopened_run_with_missing_data_says_where_the_data_is_named(
         assert code == 2 and "/data/x not found" in out and "Traceback" not in out, out
         assert f"{run_dir / 'config.yaml'}: put it back there" in " ".join(out.split()), out
     assert not (done / "eval.json").exists() and not list(killed.dir.glob("checkpoints/*"))
+
+
+@pytest.mark.parametrize("spec", ["cuda:x", "cuda:-1", "cuda:0:1", "gpu"])
+def test_resolve_device_refuses_a_malformed_device_in_one_line(spec: str, monkeypatch) -> None:
+    """Python callers of resolve_device (not only the CLI's config check): on a CUDA machine `cuda:x` reached
+    int() and `cuda:-1` torch, each a traceback."""
+    import torch
+
+    from contrastlab.platform.errors import DeviceError
+    from contrastlab.platform.run import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(DeviceError, match=r"^unknown device '.*'; valid: auto, cpu, cuda, cuda:K$"):
+        resolve_device(spec)
+
+
+def test_run_open_of_a_damaged_config_yaml_is_one_line(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """Run.open (the Python API, as `platform eval` uses it) raised yaml's own error for a malformed config.yaml."""
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.errors import ConfigError
+    from contrastlab.platform.plugins import get_task_plugin
+    from contrastlab.platform.run import Run
+
+    task = get_task_plugin("toy_clusters")
+    run = Run.create(task, resolve_config(task), tmp_path, run_name="r")
+    run.mark("interrupted")
+    run.close()
+    (run.dir / "config.yaml").write_text("{{{ not : valid : [")
+    with pytest.raises(ConfigError, match="malformed YAML in"):
+        Run.open(run.dir)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import math
-import re
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -22,6 +21,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from contrastlab.platform.devices import DEVICE_PATTERN, UNKNOWN_DEVICE
 from contrastlab.platform.errors import ConfigError, DeviceError, UnknownNameError
 from contrastlab.platform.plugins import registry
 from contrastlab.platform.registry import suggest, unknown_name_message
@@ -206,15 +206,11 @@ def check_numbers(data: Mapping[str, Any], model: type[BaseModel], prefix: str =
             _check_number(dotted, value, kind)
 
 
-DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?")
-"""The device strings ``platform.run.resolve_device`` understands (case and surrounding spaces aside)."""
-
-
 def check_device(spec: Any) -> None:
     """Refuse a device string that is none of auto, cpu, cuda, cuda:K (K >= 0) as a one-line :class:`DeviceError`,
     whether or not CUDA is present (on a CUDA machine ``cuda:x`` or ``cuda:-1`` reached torch: a traceback)."""
     if isinstance(spec, str) and spec.strip() and not DEVICE_PATTERN.fullmatch(spec.strip().lower()):
-        raise DeviceError(f"unknown device '{spec}'; valid: auto, cpu, cuda, cuda:K")
+        raise DeviceError(UNKNOWN_DEVICE.format(spec=spec))
 
 
 def _validate(model: type[TaskConfig], data: Mapping[str, Any]) -> TaskConfig:

@@ -3,29 +3,34 @@
 from __future__ import annotations
 
 import os
+import re
 
 import torch
 
 from contrastlab.platform.errors import DeviceError
 
+DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?")
+"""The device strings :func:`resolve_device` understands (case and surrounding spaces aside)."""
+UNKNOWN_DEVICE = "unknown device '{spec}'; valid: auto, cpu, cuda, cuda:K"
+"""The one-line error for any other string."""
+
 
 def resolve_device(spec: str) -> torch.device:
     """``auto`` → CUDA when available else CPU; ``cpu``; ``cuda``; ``cuda:K``. Unavailable CUDA raises."""
-    spec = (spec or "auto").strip().lower()
+    given, spec = spec, (spec or "auto").strip().lower()
+    if not DEVICE_PATTERN.fullmatch(spec):  # `cuda:x`, `cuda:-1` reached int() or torch: a traceback
+        raise DeviceError(UNKNOWN_DEVICE.format(spec=given))
     if spec == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if spec == "cpu":
         return torch.device("cpu")
-    if spec == "cuda" or spec.startswith("cuda:"):
-        if not torch.cuda.is_available():
-            raise DeviceError(f"device '{spec}' requested but CUDA is not available here; use --device cpu or auto")
-        index = int(spec.split(":", 1)[1]) if ":" in spec else 0
-        if index >= torch.cuda.device_count():
-            raise DeviceError(
-                f"device '{spec}' does not exist; this machine has {torch.cuda.device_count()} CUDA device(s)"
-            )
-        return torch.device(spec)
-    raise DeviceError(f"unknown device '{spec}'; valid: auto, cpu, cuda, cuda:K")
+    if not torch.cuda.is_available():  # cuda or cuda:K
+        raise DeviceError(f"device '{spec}' requested but CUDA is not available here; use --device cpu or auto")
+    index = int(spec.split(":", 1)[1]) if ":" in spec else 0
+    if index >= torch.cuda.device_count():
+        count = torch.cuda.device_count()
+        raise DeviceError(f"device '{spec}' does not exist; this machine has {count} CUDA device(s)")
+    return torch.device(spec)
 
 
 def is_main_process() -> bool:

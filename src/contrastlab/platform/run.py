@@ -23,7 +23,7 @@ import torch
 import yaml
 
 from contrastlab.platform.checkpoints import CheckpointStore
-from contrastlab.platform.config import config_from_dict, config_to_dict
+from contrastlab.platform.config import config_from_dict, config_to_dict, load_yaml_file
 from contrastlab.platform.devices import is_main_process, resolve_device
 from contrastlab.platform.errors import ConfigError, DataMissingError, StorageError
 from contrastlab.platform.hparams import hparam_columns, write_session
@@ -146,7 +146,7 @@ class Run:
         layout = RunDir(run_dir)
         info = layout.read_info()
         plugin = registry("plugin").get(info["plugin"]).factory()
-        data = yaml.safe_load(layout.config_yaml.read_text()) or {}
+        data = load_yaml_file(layout.config_yaml)  # a damaged file: one line, not a YAML traceback
         if device is not None:
             data["device"] = device
         try:
