@@ -14,6 +14,7 @@ dm-control's (on average 1-5 of 255 per pixel on most tasks, 23 on reacher-easy,
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import deque
 from typing import Any
@@ -53,6 +54,31 @@ def validate_task(domain: str, task: str) -> None:
         raise ConfigError(
             f"env.task: unknown task '{task}' for domain '{domain}'; valid: {', '.join(sorted(tasks[domain]))}"
         )
+
+
+@functools.cache
+def _camera_limits(domain: str, task: str) -> tuple[int, int, int]:
+    """``(cameras, largest width, largest height)`` an offscreen frame of ``domain``/``task`` may have."""
+    from dm_control import suite
+
+    env = suite.load(domain, task, task_kwargs={"random": 0})
+    model = env.physics.model
+    limits = int(model.ncam), int(model.vis.global_.offwidth), int(model.vis.global_.offheight)
+    env.close()
+    return limits
+
+
+def check_camera(domain: str, task: str, camera_id: int, render_size: int) -> None:
+    """Raise :class:`ConfigError` naming ``env.camera_id`` or ``env.render_size`` when ``domain``/``task`` has no
+    such camera or cannot render frames that large (its model's offscreen buffer; 640 × 480 for most domains).
+    Either failed at the first frame, with a dm-control traceback after the run directory was made."""
+    cameras, width, height = _camera_limits(domain, task)
+    if not -1 <= camera_id < cameras:
+        raise ConfigError(f"env.camera_id={camera_id}: {domain} has {cameras} fixed camera(s); valid: -1 (the free "
+                          f"camera) to {cameras - 1}")
+    if render_size > min(width, height):
+        raise ConfigError(f"env.render_size={render_size}: {domain} renders offscreen frames of at most "
+                          f"{width} × {height} pixels; valid: render_size <= {min(width, height)}")
 
 
 def check_rendering() -> str:

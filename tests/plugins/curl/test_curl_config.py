@@ -20,3 +20,31 @@ def test_a_negative_camera_id_other_than_the_free_camera_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"env\.camera_id=-5: Input should be greater than or equal to -1"):
         resolve_config(CurlTask(), preset="smoke", sets=["env.camera_id=-5"])
     assert resolve_config(CurlTask(), preset="smoke", sets=["env.camera_id=-1"]).env.camera_id == -1
+
+
+@pytest.mark.parametrize(("sets", "needle"), [
+    (["env.camera_id=99"], r"env\.camera_id=99: cartpole has 2 fixed camera\(s\); valid: -1 \(the free camera\) to 1"),
+    (["env.render_size=2000", "agent.crop=84"],
+     r"env\.render_size=2000: cartpole renders offscreen frames of at most 640 × 480 pixels"),
+])
+def test_a_camera_or_frame_size_the_task_cannot_render_is_refused_before_training(sets, needle) -> None:
+    """Both failed at the first frame with a dm-control traceback, after the run directory was made."""
+    from contrastlab.platform.preflight import preflight
+
+    task = CurlTask()
+    config = resolve_config(task, preset="smoke", sets=sets)
+    with pytest.raises(ConfigError, match=needle):
+        preflight(task, config)
+    preflight(task, resolve_config(task, preset="smoke", sets=["env.camera_id=-1", "env.render_size=480"]))
+
+
+def test_a_replay_buffer_larger_than_memory_is_refused_before_training() -> None:
+    """agent.buffer_size=10^7 at 100 px keeps 279 GiB of frames: it trained until memory ran out."""
+    from contrastlab.platform.preflight import preflight
+
+    task = CurlTask()
+    config = resolve_config(task, preset="smoke", sets=["agent.buffer_size=10000000"])
+    with pytest.raises(ConfigError, match=r"agent\.buffer_size=10000000 with env\.render_size=100 keeps 279\.4 GiB"):
+        preflight(task, config)
+    with pytest.raises(ConfigError, match=r"env\.frame_stack=100000: Input should be less than or equal to 32"):
+        resolve_config(task, preset="smoke", sets=["env.frame_stack=100000"])

@@ -25,8 +25,8 @@ class EnvSection(Section):
     """Task of the domain (e.g. swingup, run, spin, walk, easy, catch)."""
     render_size: int = Field(default=100, ge=1)
     """Side of the rendered square frames in pixels (CURL: 100; the agent crops to ``agent.crop``)."""
-    frame_stack: int = Field(default=3, ge=1)
-    """Number of stacked frames in an observation (CURL: 3)."""
+    frame_stack: int = Field(default=3, ge=1, le=32)
+    """Number of stacked frames in an observation (CURL: 3; at most 32, a batch of deeper stacks fills memory)."""
     action_repeat: int | None = None
     """Physics steps per action; empty = CURL's per-task value (cartpole 8, finger/walker 2, others 4)."""
     camera_id: int = Field(default=0, ge=-1)

@@ -7,6 +7,7 @@ SB3's ``learn`` loop; a callback evaluates, logs against environment frames and 
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Any
 
@@ -180,6 +181,20 @@ class _TrainLoop(BaseCallback):
         self.run.save_checkpoint(state, step=self.frames, latest_only=("replay_buffer",), final=final)
 
 
+def check_replay_memory(config: CurlConfig) -> None:
+    """Refuse a replay buffer whose frames (each stored once: ``buffer_size + frame_stack`` RGB frames of
+    ``render_size``² bytes) need more than 90 % of this machine's memory: it filled memory while training."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not a POSIX system that reports it
+        return
+    need = (config.agent.buffer_size + config.env.frame_stack) * 3 * config.env.render_size**2
+    if total > 0 and need > 0.9 * total:
+        raise ConfigError(f"agent.buffer_size={config.agent.buffer_size} with env.render_size={config.env.render_size}"
+                          f" keeps {need / 2**30:.1f} GiB of frames, more than this machine's "
+                          f"{total / 2**30:.1f} GiB of memory can hold; lower agent.buffer_size or env.render_size")
+
+
 class CurlTask(TaskPlugin[CurlConfig]):
     """CURL (Srinivas, Laskin & Abbeel 2020): pixel SAC + contrastive learning on the DeepMind Control Suite."""
 
@@ -202,7 +217,7 @@ class CurlTask(TaskPlugin[CurlConfig]):
 
     def check(self, config: CurlConfig) -> None:
         """Fail before training on bad env/agent settings or a missing renderer (labels: the core pre-flight)."""
-        from contrastlab.envs import check_rendering, validate_task
+        from contrastlab.envs import check_camera, check_rendering, validate_task
 
         validate_task(config.env.domain, config.env.task)
         if config.env.action_repeat is not None and config.env.action_repeat < 1:
@@ -213,6 +228,8 @@ class CurlTask(TaskPlugin[CurlConfig]):
         if config.agent.batch_size > config.agent.buffer_size:
             raise ConfigError("agent.batch_size must be <= agent.buffer_size")
         check_rendering()
+        check_camera(config.env.domain, config.env.task, config.env.camera_id, config.env.render_size)
+        check_replay_memory(config)
 
     def logged_metrics(self, config: CurlConfig) -> tuple[str, ...]:
         """The evaluation and training returns against environment frames (``eval/episode_return_vs_env_frames``
