@@ -94,14 +94,6 @@ def keep_checkpoints_value(value: int) -> int:
     return value
 
 
-def check_run_config(run_dir: Path) -> None:
-    """A run's ``config.yaml`` that is malformed YAML, binary or not a mapping is a one-line :class:`ConfigError`
-    before the run is opened (``Run.open`` read it raw: a YAML, Unicode or attribute error traceback)."""
-    path = Path(run_dir) / "config.yaml"
-    if path.is_file():
-        load_yaml_file(path)
-
-
 def resume_command(run: Run) -> str:
     """The shell command that continues ``run``."""
     return shell_command("platform", "train", "--resume", run.dir)
@@ -253,7 +245,6 @@ def add_train_commands(app: typer.Typer) -> None:
                 evaluate = shell_command("platform", "eval", resume)
                 raise RunDirError(f"run {resume} already completed; see its summary.json (or: {evaluate})")
             check_writable_dir(resume, "--resume")
-            check_run_config(resume)
             run = Run.open(resume, device=device)  # runs the pre-flight check again
             if keep_checkpoints is not None:
                 run.keep_checkpoints = keep_checkpoints_value(keep_checkpoints)
@@ -309,7 +300,6 @@ def add_train_commands(app: typer.Typer) -> None:
         Examples: platform eval runs/curl/pucl/20261121-120000-s1 --video episode.gif;
         platform eval runs/simclr/dcl/20261121-130000-s1
         """
-        check_run_config(run_dir)
         run = Run.open(run_dir, device=device, resume=False)
         step = run.latest_checkpoint_step()
         if step is None:
