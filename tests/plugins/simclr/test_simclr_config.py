@@ -57,6 +57,7 @@ def test_views_switch_to_multi_view_and_label_kinds():
     (["data.dataset=imagenet21k"], cl.ConfigError, "cifar10"),
     (["data.views=1"], cl.ConfigError, "data.views"),
     (["train.batch_size=512"], cl.ConfigError, "train.batch_size"),
+    (["data.train_split=''"], cl.ConfigError, "data.train_split='': dataset '.*' has the splits"),  # key unnamed
 ])
 def test_bad_input_errors(sets, error, match):
     task = SimCLRTask()

@@ -15,7 +15,7 @@ import torch
 
 import contrastlab as cl
 from contrastlab.data.augment import AugmentSpec, augment_spec_for
-from contrastlab.data.datasets import ImageDataset, dataset_names, load_dataset
+from contrastlab.data.datasets import ImageDataset, dataset_names, dataset_splits, load_dataset
 from contrastlab.losses.floors import clamped_frac_of
 from contrastlab.platform.errors import ConfigError, UnknownNameError
 from contrastlab.platform.logwindow import LogWindow
@@ -97,6 +97,9 @@ class SimCLRTask(TaskPlugin[SimCLRConfig]):
             raise ConfigError(unknown_name_message("dataset (data.dataset)", data.dataset, dataset_names()))
         if data.views < 2:
             raise ConfigError(f"data.views={data.views} is invalid; contrastive learning needs >= 2 views")
+        if data.train_split not in dataset_splits(data.dataset):  # the loader's message did not name the key
+            raise ConfigError(f"data.train_split='{data.train_split}': dataset '{data.dataset}' has the splits "
+                              f"{', '.join(dataset_splits(data.dataset))}")
         train = self._dataset(config, data.train_split).subset(data.train_subset, config.seed)
         b = config.train.batch_size
         if len(train) < b:
