@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -345,6 +346,35 @@ def test_help_examples_paste_into_a_shell(command: str) -> None:
         for line in block[:-1]:
             assert line.rstrip().endswith(" \\"), block
         shlex.split(" ".join(line.strip().rstrip("\\") for line in block))  # parses as one command
+
+
+def example_commands(text: str) -> list[list[str]]:
+    """Every ``platform ...`` command in ``text`` (continued lines joined), as argument lists."""
+    import re
+    import shlex
+
+    joined = re.sub(r"\\\n\s*", " ", text)
+    return [shlex.split(m.group(0)) for m in re.finditer(r"^\s*(?:- `)?platform [^\n`#]*", joined, re.M)]
+
+
+@pytest.mark.parametrize("source", ["compare", "tune", "docs/tune.md", "docs/compare.md"])
+def test_examples_name_presets_their_plugin_has(source: str) -> None:
+    """A pasted example ran into `unknown simclr preset 'paper'` (simclr's is cifar10-paper)."""
+    from contrastlab.cli import app as cli_app
+    from contrastlab.platform.plugins import get_task_plugin
+
+    if source.endswith(".md"):
+        text = (Path(__file__).resolve().parents[2] / source).read_text()
+    else:
+        text = typer.main.get_command(cli_app).commands[source].help or ""  # type: ignore[attr-defined]
+    checked = 0
+    for args in example_commands(text):
+        options = dict(itertools.pairwise(args))
+        plugin, preset = options.get("--plugin"), options.get("--preset")
+        if plugin in ("curl", "simclr", "pu", "graph", "recsys") and preset is not None:
+            assert preset in sorted(get_task_plugin(plugin).presets), " ".join(args)
+            checked += 1
+    assert checked, f"no example of {source} names a plugin and a preset"
 
 
 @pytest.mark.parametrize(("content", "needle"), [

@@ -190,3 +190,23 @@ def test_an_empty_preset_name_is_refused_not_read_as_the_default(toy_pm: PluginM
     """`platform train --preset ""` trained the default preset."""
     with pytest.raises(UnknownNameError, match=r"unknown toy_clusters preset ''; valid: "):
         resolve_config(toy(), preset="")
+
+
+def test_number_checks_reach_constrained_items_and_optional_lists() -> None:
+    """A list of ``Annotated[float, Field(gt=0)]`` (graph's eval.c_grid) took inf and true (read as 1.0)."""
+    from typing import Annotated
+
+    from pydantic import BaseModel, Field
+
+    from contrastlab.platform.config import check_numbers
+
+    class Section(BaseModel):
+        grid: list[Annotated[float, Field(gt=0)]] = [1.0]
+        sizes: list[Annotated[int, Field(ge=1)]] | None = None
+
+    for data, needle in (({"grid": [1.0, float("inf")]}, "grid=inf: must be a finite number"),
+                         ({"grid": [True]}, "grid=True: expected a number"),
+                         ({"sizes": [2, False]}, "sizes=False: expected a number")):
+        with pytest.raises(ConfigError, match=needle):
+            check_numbers(data, Section)
+    check_numbers({"grid": [0.5, 2], "sizes": [3]}, Section)

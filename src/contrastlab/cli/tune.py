@@ -78,8 +78,8 @@ def add_tune_commands(app: typer.Typer) -> None:
 
         Examples:
 
-          platform tune --plugin simclr --loss dcl --preset paper --search 'loss.tau_plus=log-uniform(0.001,0.3)' \\
-            --trials 40
+          platform tune --plugin simclr --loss dcl --preset cifar10-paper \\
+            --search 'loss.tau_plus=log-uniform(0.001,0.3)' --trials 40
 
           platform tune --plugin recsys --loss hcl --preset smoke --search 'loss.tau_plus=uniform(0.01,0.3)' \\
             --search 'loss.beta=uniform(0.1,2)' --trials 20 --seeds-per-trial 2 --backend ray --address auto \\

@@ -153,7 +153,8 @@ def validation_message(exc: ValidationError, model: type[BaseModel]) -> str:
 
 
 def _number_kind(annotation: Any) -> tuple[str, bool] | None:
-    """``("int" | "float", is_list)`` for a field holding a number, an optional number or a list of numbers."""
+    """``("int" | "float", is_list)`` for a field holding a number, an optional number or a list of numbers (each
+    possibly constrained: ``Annotated[float, Field(gt=0)]``)."""
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         if len(args) != 1:
@@ -165,6 +166,8 @@ def _number_kind(annotation: Any) -> tuple[str, bool] | None:
         if len(args) != 1:
             return None
         annotation = args[0]
+    if typing.get_origin(annotation) is typing.Annotated:  # a list item's constraints (graph's eval.c_grid)
+        annotation = typing.get_args(annotation)[0]
     if annotation is int or annotation is float:
         return annotation.__name__, is_list
     return None

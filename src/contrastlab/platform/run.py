@@ -88,6 +88,7 @@ class Run:
         self._metrics_file: Any = None
         self._clamp_log: list[float] = []
         self._bar: ProgressBar | None = None  # the latest progress bar: run.json's "progress" at each checkpoint
+        self._bar_part = (0.0, 1.0)  # the part of the whole run that bar covers
         self._config_record: dict[str, Any] | None = None
         self.is_main = is_main_process()
         """Whether this process writes logs, checkpoints and summaries (rank 0 under ``torchrun``)."""
@@ -234,11 +235,13 @@ class Run:
 
     @contextmanager
     def progress(
-        self, total: int, description: str = "train", unit: str = "step", initial: int = 0
+        self, total: int, description: str = "train", unit: str = "step", initial: int = 0,
+        part: tuple[float, float] = (0.0, 1.0),
     ) -> Iterator[ProgressBar]:
-        """A progress bar with rate and ETA: ``with run.progress(n) as bar: bar.update(1, loss=0.3)``."""
+        """A progress bar with rate and ETA: ``with run.progress(n) as bar: bar.update(1, loss=0.3)``. ``part``: the
+        share of the whole run it covers (from, to), for a run with several bars (``run.json``'s ``progress``)."""
         bar = ProgressBar(total=total, description=description, unit=unit, initial=initial, enabled=self.is_main)
-        self._bar = bar
+        self._bar, self._bar_part = bar, part
         with bar:
             yield bar
 
@@ -288,7 +291,8 @@ class Run:
         payload[LOG_POSITION] = self._flushed_log_position()
         payload[CONFIG_RECORD] = self._recorded_config()
         self.checkpoints.save(payload, int(step), latest_only=latest_only)
-        done = {} if self._bar is None else {"progress": round(min(self._bar.done / self._bar.total, 1.0), 4)}
+        (lo, hi), bar = self._bar_part, self._bar  # the part of the whole run done
+        done = {} if bar is None else {"progress": round(lo + (hi - lo) * min(bar.done / bar.total, 1.0), 4)}
         self._write_info(wall_time_s=self.elapsed(), last_checkpoint_step=int(step), **done)  # compare's ETA
         self._started = time.monotonic()
         if stop is not None and not final:

@@ -48,3 +48,17 @@ def test_a_replay_buffer_larger_than_memory_is_refused_before_training() -> None
         preflight(task, config)
     with pytest.raises(ConfigError, match=r"env\.frame_stack=100000: Input should be less than or equal to 32"):
         resolve_config(task, preset="smoke", sets=["env.frame_stack=100000"])
+
+
+def test_the_replay_memory_message_says_the_share_of_memory_it_refuses(monkeypatch) -> None:
+    """A buffer of 95 % of memory is refused (over 90 %): the message said its 22.4 GiB were 'more than this
+    machine's 23.5 GiB of memory can hold'."""
+    import os
+
+    from contrastlab.plugins.curl.task import check_replay_memory
+
+    monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 2**20}[name])  # 4 GiB
+    frames = int(0.95 * 2**32 / (3 * 100 * 100))
+    config = resolve_config(CurlTask(), preset="smoke", sets=[f"agent.buffer_size={frames}"])
+    with pytest.raises(ConfigError, match=r"keeps 3\.8 GiB of frames, more than 90 % of this machine's 4\.0 GiB"):
+        check_replay_memory(config)

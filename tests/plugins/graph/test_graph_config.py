@@ -12,6 +12,8 @@ from contrastlab.plugins.graph.task import GraphTask
 @pytest.mark.parametrize(("item", "message"), [
     ("eval.c_grid=[-1]", "eval.c_grid.0=-1: Input should be greater than 0"),  # sklearn refused it after training
     ("eval.c_grid=[1, 0]", "eval.c_grid.1=0: Input should be greater than 0"),
+    ("eval.c_grid=[1, .inf]", "eval.c_grid=inf: must be a finite number"),  # both were accepted: the item type
+    ("eval.c_grid=[1, true]", "eval.c_grid=True: expected a number, not true/false"),  # is Annotated[float, ...]
     ("data.synthetic.graphs=10000000", "less than or equal to 100000"),  # the pre-flight check generated them all first
     ("data.synthetic.node_labels=100000000", "less than or equal to 1000"),
 ])

@@ -284,3 +284,25 @@ def test_a_stopped_run_saves_where_it_stopped_and_resumes_as_if_never_stopped(tm
     clamped = [r["train/clamped_frac"] for r in rows if "train/clamped_frac" in r]
     ascents = [r["classifier/ascent_fraction"] for r in rows if "classifier/ascent_fraction" in r]
     assert len(clamped) == 2 and len(ascents) == 3 and any(0 < v < 1 for v in clamped + ascents)
+
+
+@pytest.mark.parametrize("extra", [["classifier.fine_tune=true"], [], ["method=end_to_end"]],
+                         ids=["fine_tune", "probe", "end_to_end"])
+def test_run_json_progress_spans_both_phases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             extra: list[str]) -> None:
+    """``run.json``'s ``progress`` (compare's ETA for a run to resume) is the part of the whole run done: it never
+    falls. It was the latest bar's part, so the classifier phase started again near 0 (a run past pre-training
+    counted as almost a whole run still to do)."""
+    seen: list[float] = []
+    save = Run.save_checkpoint
+
+    def recording(self: Run, *args, **kwargs):
+        out = save(self, *args, **kwargs)
+        seen.append(json.loads(self.rundir.run_json.read_text())["progress"])
+        return out
+
+    monkeypatch.setattr(Run, "save_checkpoint", recording)
+    _train(tmp_path, extra=extra)
+    assert len(seen) >= 3 and seen == sorted(seen) and seen[-1] > 0.8, seen
+    share = pu_task.pretrain_share(_config(extra=extra))
+    assert share == (0.0 if extra == ["method=end_to_end"] else 1.0 if not extra else pytest.approx(128 / 272))

@@ -191,8 +191,8 @@ def check_replay_memory(config: CurlConfig) -> None:
     need = (config.agent.buffer_size + config.env.frame_stack) * 3 * config.env.render_size**2
     if total > 0 and need > 0.9 * total:
         raise ConfigError(f"agent.buffer_size={config.agent.buffer_size} with env.render_size={config.env.render_size}"
-                          f" keeps {need / 2**30:.1f} GiB of frames, more than this machine's "
-                          f"{total / 2**30:.1f} GiB of memory can hold; lower agent.buffer_size or env.render_size")
+                          f" keeps {need / 2**30:.1f} GiB of frames, more than 90 % of this machine's "
+                          f"{total / 2**30:.1f} GiB of memory; lower agent.buffer_size or env.render_size")
 
 
 class CurlTask(TaskPlugin[CurlConfig]):

@@ -190,10 +190,22 @@ def estimated_seconds(config: PUConfig, device: str) -> float | None:
     if per is None or n_train is None:
         return None
     n_test = d.test_size or (n_train // 2 if d.options.get("size") else TEST_IMAGES.get(d.dataset, n_train))
-    cc = config.classifier
-    e2e = config.method == "end_to_end"
+    pretrain, classifier = phase_images(config)
+    extract = 0 if config.method == "end_to_end" else n_train
+    return (pretrain + classifier + extract + n_test) * per
+
+
+def phase_images(config: PUConfig) -> tuple[int, int]:
+    """Images through the encoder in pre-training (two views each) and in the classifier phase (0 when the
+    classifier trains on features extracted once)."""
+    cc, e2e = config.classifier, config.method == "end_to_end"
     pretrain = 0 if e2e else config.pretrain.steps * config.pretrain.batch_size * 2
     clf_steps = (cc.end_to_end_steps or config.pretrain.steps + cc.steps) if e2e else cc.steps
-    classifier = clf_steps * (cc.batch_labeled + cc.batch_unlabeled) if e2e or cc.fine_tune else 0
-    extract = 0 if e2e else n_train
-    return (pretrain + classifier + extract + n_test) * per
+    return pretrain, clf_steps * (cc.batch_labeled + cc.batch_unlabeled) if e2e or cc.fine_tune else 0
+
+
+def pretrain_share(config: PUConfig) -> float:
+    """The part of a run that is pre-training, as :func:`estimated_seconds` counts it: its progress bar covers
+    ``(0, share)`` of the run and the classifier's ``(share, 1)`` (``run.json``'s ``progress``, compare's ETA)."""
+    pretrain, classifier = phase_images(config)
+    return pretrain / (pretrain + classifier) if pretrain + classifier else 1.0

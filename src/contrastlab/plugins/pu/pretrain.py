@@ -38,6 +38,7 @@ def pretrain_loop(
     log_every: int,
     save: Callable[[int, dict[str, Any]], None],
     log_window: Mapping[str, Any] | None = None,
+    share: float = 1.0,
 ) -> None:
     """Run pre-training steps ``start_step+1 .. steps`` (steps are also the logging axis).
 
@@ -50,6 +51,7 @@ def pretrain_loop(
         save: ``save(step, log_window)`` writes a checkpoint with ``log_window``, the state of the statistics
             not logged yet (called when due and at the last step).
         log_window: that state from the checkpoint resumed from (``None``: nothing pending).
+        share: the part of the whole run these steps are (their progress bar's part of ``run.json``'s ``progress``).
     """
     if start_step >= steps:
         return
@@ -58,7 +60,7 @@ def pretrain_loop(
     model.train()
     clamp = ClampMeter()  # fraction of anchors at a debiased loss's floor, logged as train/clamped_frac
     clamp.load_state_dict(log_window, images.device)
-    with run.progress(steps, description="pretrain", initial=start_step) as bar:
+    with run.progress(steps, description="pretrain", initial=start_step, part=(0.0, share)) as bar:
         for step in range(start_step + 1, steps + 1):
             idx = torch.randint(n, (bsz,), device=images.device)  # [B]
             x = images[idx]

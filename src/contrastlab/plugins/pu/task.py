@@ -30,7 +30,7 @@ from contrastlab.evaluation import extract_features
 from contrastlab.platform.errors import ConfigError, ContrastlabError
 from contrastlab.platform.preflight import check_sampler
 from contrastlab.platform.run import Run
-from contrastlab.plugins.pu.config import LOSS_PRIOR_KEYS, PRESETS, PUConfig, estimated_seconds
+from contrastlab.plugins.pu.config import LOSS_PRIOR_KEYS, PRESETS, PUConfig, estimated_seconds, pretrain_share
 from contrastlab.plugins.pu.pretrain import is_label_aware, pretrain_loop
 from contrastlab.plugins.pu.probe import PUData, binary_metrics, classifier_step, linear_head, predict_scores
 from contrastlab.plugins.pu.risks import PURisk
@@ -297,7 +297,7 @@ class PUTask(cl.TaskPlugin[PUConfig]):
             augment=SimCLRAugment(ctx.spec).to(dev), images=ctx.images, observed=ctx.split.observed.to(dev),
             label_aware=ctx.label_aware, steps=ctx.s_pre, batch_size=config.pretrain.batch_size,
             start_step=ctx.step, log_every=config.log_every, save=save_pre,
-            log_window=ctx.state.get("log_window") if ctx.state is not None else None,
+            log_window=ctx.state.get("log_window") if ctx.state is not None else None, share=pretrain_share(config),
         )
 
     def _classifier_phase(self, config: PUConfig, run: Run, ctx: _Phases) -> None:
@@ -331,7 +331,7 @@ class PUTask(cl.TaskPlugin[PUConfig]):
         data = PUData(inputs, split.labeled_idx.to(dev), split.unlabeled_idx.to(dev), data_pre)
         start = max(ctx.step, ctx.s_pre) - ctx.s_pre  # classifier steps already done
         clf.train()
-        with run.progress(ctx.s_clf, description="classifier", initial=start) as bar:
+        with run.progress(ctx.s_clf, "classifier", initial=start, part=(pretrain_share(config), 1.0)) as bar:
             for cstep in range(start + 1, ctx.s_clf + 1):
                 out = classifier_step(clf, clf_opt, risk, data, cc.batch_labeled, cc.batch_unlabeled)
                 ascents, window = ascents + int(out.ascent), window + 1
