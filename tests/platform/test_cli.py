@@ -357,7 +357,7 @@ def example_commands(text: str) -> list[list[str]]:
     return [shlex.split(m.group(0)) for m in re.finditer(r"^\s*(?:- `)?platform [^\n`#]*", joined, re.M)]
 
 
-@pytest.mark.parametrize("source", ["compare", "tune", "docs/tune.md", "docs/compare.md"])
+@pytest.mark.parametrize("source", ["compare", "tune", "docs/tune.md", "docs/compare.md", "README.md"])
 def test_examples_name_presets_their_plugin_has(source: str) -> None:
     """A pasted example ran into `unknown simclr preset 'paper'` (simclr's is cifar10-paper)."""
     from contrastlab.cli import app as cli_app

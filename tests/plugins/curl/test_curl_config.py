@@ -43,7 +43,7 @@ def test_a_replay_buffer_larger_than_memory_is_refused_before_training() -> None
     from contrastlab.platform.preflight import preflight
 
     task = CurlTask()
-    config = resolve_config(task, preset="smoke", sets=["agent.buffer_size=10000000"])
+    config = resolve_config(task, preset="smoke", sets=["agent.buffer_size=10000000", "train.env_frames=100000000"])
     with pytest.raises(ConfigError, match=r"agent\.buffer_size=10000000 with env\.render_size=100 keeps 279\.4 GiB"):
         preflight(task, config)
     with pytest.raises(ConfigError, match=r"env\.frame_stack=100000: Input should be less than or equal to 32"):
@@ -59,6 +59,10 @@ def test_the_replay_memory_message_says_the_share_of_memory_it_refuses(monkeypat
 
     monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 2**20}[name])  # 4 GiB
     frames = int(0.95 * 2**32 / (3 * 100 * 100))
-    config = resolve_config(CurlTask(), preset="smoke", sets=[f"agent.buffer_size={frames}"])
-    with pytest.raises(ConfigError, match=r"keeps 3\.8 GiB of frames, more than 90 % of this machine's 4\.0 GiB"):
+    long_run = [f"agent.buffer_size={frames}", "train.env_frames=2000000"]
+    config = resolve_config(CurlTask(), preset="smoke", sets=long_run)
+    with pytest.raises(ConfigError, match=r"keeps 3\.8 GiB of frames over train\.env_frames=2000000, more than 90 % "
+                                          r"of this machine's 4\.0 GiB"):
         check_replay_memory(config)
+    # the ring fills lazily: a short run with that buffer writes a few hundred frames, and was refused
+    check_replay_memory(resolve_config(CurlTask(), preset="smoke", sets=[f"agent.buffer_size={frames}"]))

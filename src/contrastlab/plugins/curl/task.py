@@ -182,17 +182,22 @@ class _TrainLoop(BaseCallback):
 
 
 def check_replay_memory(config: CurlConfig) -> None:
-    """Refuse a replay buffer whose frames (each stored once: ``buffer_size + frame_stack`` RGB frames of
-    ``render_size``² bytes) need more than 90 % of this machine's memory: it filled memory while training."""
+    """Refuse a replay buffer whose frames need more than 90 % of this machine's memory: it filled memory while
+    training. Each frame is stored once (RGB, ``render_size``² bytes); the ring is allocated lazily, so only the
+    frames the run writes count: one per agent step plus ``frame_stack`` at each episode start (dm-control episodes
+    are 1,000 frames), at most ``buffer_size + frame_stack``."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):  # not a POSIX system that reports it
         return
-    need = (config.agent.buffer_size + config.env.frame_stack) * 3 * config.env.render_size**2
+    stack, frames = config.env.frame_stack, config.train.env_frames
+    written = math.ceil(frames / action_repeat(config)) + (math.ceil(frames / 1000) + 1) * stack
+    need = min(config.agent.buffer_size + stack, written) * 3 * config.env.render_size**2
     if total > 0 and need > 0.9 * total:
         raise ConfigError(f"agent.buffer_size={config.agent.buffer_size} with env.render_size={config.env.render_size}"
-                          f" keeps {need / 2**30:.1f} GiB of frames, more than 90 % of this machine's "
-                          f"{total / 2**30:.1f} GiB of memory; lower agent.buffer_size or env.render_size")
+                          f" keeps {need / 2**30:.1f} GiB of frames over train.env_frames={frames}, more than 90 % "
+                          f"of this machine's {total / 2**30:.1f} GiB of memory; lower agent.buffer_size or "
+                          f"env.render_size")
 
 
 class CurlTask(TaskPlugin[CurlConfig]):
