@@ -88,3 +88,17 @@ def test_a_restarted_rich_bar_forgets_its_speed_samples() -> None:
         assert len(task._progress) > 0
         bar.restart_rate()
         assert len(task._progress) == 0 and task.completed == 40
+
+
+def test_plain_progress_eta_counts_what_resumed_runs_have_left() -> None:
+    """A grid resumed half way: a run resumed at 50 % took 10 s; counted as a typical run it made the ETA of the runs
+    still to do (1.5 whole runs of work) half of what it is."""
+    buffer = io.StringIO()
+    plain = runner.PlainProgress(Console(file=buffer, force_terminal=False), total=4, skipped=0, slots=1, every=3600)
+    left = [1.5]
+    plain.work_left = lambda: left[0]
+    plain.report(1, 0, 0, finished=10.0, part=0.5)  # a whole run ≈ 20 s; 1.5 runs of work left
+    assert buffer.getvalue().splitlines()[-1].endswith("ETA 0:00:30")
+    left[0] = 1.0
+    plain.report(2, 0, 0, finished=40.0)  # a fresh run: the better measure of a whole run
+    assert buffer.getvalue().splitlines()[-1].endswith("ETA 0:00:40")

@@ -147,7 +147,7 @@ def eta_lines(
     resume counts only the part after its checkpoint (``run.json``'s ``progress``), when ``out`` is given."""
     if not pending:
         return ["ETA: nothing to run (every run is finished)"]
-    done = None if out is None else [_done_part(p.run_dir(out)) for p in pending]
+    done = None if out is None else [RunDir(p.run_dir(out)).progress() for p in pending]
     seconds, kinds = cmp.estimate_wall_time(pending, configs, slots, plan.plugin, done)
     n = len(pending)
     if seconds is None:
@@ -161,12 +161,6 @@ def eta_lines(
             f"for a quick check use --preset {plan.plugin.default_preset}"
         )
     return lines
-
-
-def _done_part(run_dir: Path) -> float:
-    """The part of a run trained up to its latest checkpoint (``run.json`` ``progress``; 0 when unknown)."""
-    value = RunDir(run_dir).info().get("progress")
-    return float(value) if isinstance(value, (int, float)) and 0 <= value <= 1 else 0.0
 
 
 def make_tuned_plan(

@@ -150,7 +150,11 @@ class PlainProgress:
         self.console, self.total, self.skipped, self.slots, self.every = console, total, skipped, max(1, slots), every
         self.started = time.monotonic()
         self.last = self.started - every  # the first call prints: the grid has started
-        self.durations: list[float] = []
+        self.durations: list[float] = []  # whole-run seconds of the finished runs (see report's ``part``)
+        self.fresh: list[float] = []  # those of runs that started from scratch
+        self.work_left: Any = None
+        """``() -> float``: the runs not finished yet, in whole runs (a resumed run counts what it has left);
+        ``None``: count them as whole runs."""
 
     def line(self, done: int, running: int, failed: int) -> str:
         """``grid: 3/12 done (1 skipped), 2 running, 1 failed, elapsed 0:04:10, ETA 0:12:30``."""
@@ -161,7 +165,9 @@ class PlainProgress:
         if not remaining:
             eta = "0:00:00"
         elif self.durations:
-            eta = _clock(sum(self.durations) / len(self.durations) * remaining / min(self.slots, remaining))
+            typical = self.fresh or self.durations  # a resumed run's scaled time is the rougher estimate
+            left = remaining if self.work_left is None else self.work_left()
+            eta = _clock(sum(typical) / len(typical) * left / min(self.slots, remaining))
         else:
             eta = "? (no run finished yet)"
         skipped = f" ({self.skipped} skipped)" if self.skipped else ""
@@ -170,12 +176,16 @@ class PlainProgress:
             f"elapsed {_clock(elapsed)}, ETA {eta}"
         )
 
-    def report(self, done: int, running: int, failed: int, *, finished: float | None = None) -> None:
-        """Print a line when a run finished (``finished`` = its seconds) or ``every`` seconds have passed."""
+    def report(self, done: int, running: int, failed: int, *, finished: float | None = None,
+               part: float = 0.0) -> None:
+        """Print a line when a run finished (``finished`` = its seconds; ``part``: the part of it done before, by a
+        run it resumed, so its whole-run time is ``finished / (1 - part)``) or ``every`` seconds have passed."""
         import time
 
         if finished is not None:
-            self.durations.append(finished)
+            self.durations.append(finished / max(1.0 - part, 0.25))
+            if part == 0:
+                self.fresh.append(finished)
         now = time.monotonic()
         if finished is None and now - self.last < self.every:
             return
@@ -293,6 +303,9 @@ def run_grid(
         rp.TextColumn("{task.fields[info]}"),
     )
     plain = None if console.is_terminal else PlainProgress(console, len(points), len(results), len(slots), report_every)
+    part_done = {i: RunDir(points[i].run_dir(out)).progress() for i in pending}  # by the runs resumed here
+    if plain is not None:
+        plain.work_left = lambda: sum(1.0 - part_done[i] for i in part_done if i not in results)
 
     def n_failed() -> int:
         return sum(r.status == "failed" for r in results.values())
@@ -356,7 +369,7 @@ def run_grid(
                     n_fail = n_failed()
                     progress.update(overall, completed=len(results), info=f"{n_fail} failed" * bool(n_fail))
                     if plain is not None:
-                        plain.report(len(results), len(running), n_fail, finished=secs)
+                        plain.report(len(results), len(running), n_fail, finished=secs, part=part_done[i])
                 if running:
                     time.sleep(poll)
         except KeyboardInterrupt as exc:

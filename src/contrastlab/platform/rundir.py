@@ -190,6 +190,11 @@ class RunDir:
         """The ``run.json`` as a dict, ``{}`` if it is missing or unreadable (never raises)."""
         return read_json(self.run_json) or {}
 
+    def progress(self) -> float:
+        """The part of the run done at its latest checkpoint (``run.json``'s ``progress``, 0 to 1; 0 when unknown)."""
+        value = self.info().get("progress")
+        return float(value) if isinstance(value, (int, float)) and 0 <= value <= 1 else 0.0
+
     def summary(self) -> dict[str, Any]:
         """The ``summary.json`` as a dict, ``{}`` if it is missing or unreadable (never raises)."""
         return read_json(self.summary_json) or {}
