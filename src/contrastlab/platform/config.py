@@ -21,8 +21,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from contrastlab.platform.devices import DEVICE_PATTERN, UNKNOWN_DEVICE
-from contrastlab.platform.errors import ConfigError, DeviceError, UnknownNameError
+from contrastlab.platform.devices import check_device
+from contrastlab.platform.errors import ConfigError, UnknownNameError
 from contrastlab.platform.plugins import registry
 from contrastlab.platform.registry import suggest, unknown_name_message
 from contrastlab.platform.task import ComponentSpec, TaskConfig, TaskPlugin
@@ -207,13 +207,6 @@ def check_numbers(data: Mapping[str, Any], model: type[BaseModel], prefix: str =
                 _check_number(dotted, item, kind)
         elif not is_list:
             _check_number(dotted, value, kind)
-
-
-def check_device(spec: Any) -> None:
-    """Refuse a device string that is none of auto, cpu, cuda, cuda:K (K >= 0) as a one-line :class:`DeviceError`,
-    whether or not CUDA is present (on a CUDA machine ``cuda:x`` or ``cuda:-1`` reached torch: a traceback)."""
-    if isinstance(spec, str) and spec.strip() and not DEVICE_PATTERN.fullmatch(spec.strip().lower()):
-        raise DeviceError(UNKNOWN_DEVICE.format(spec=spec))
 
 
 def _validate(model: type[TaskConfig], data: Mapping[str, Any]) -> TaskConfig:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 import torch
 
@@ -15,11 +16,18 @@ UNKNOWN_DEVICE = "unknown device '{spec}'; valid: auto, cpu, cuda, cuda:K"
 """The one-line error for any other string."""
 
 
+def check_device(spec: Any) -> None:
+    """Refuse a device string that is none of auto, cpu, cuda, cuda:K (K >= 0) as a one-line :class:`DeviceError`,
+    whether or not CUDA is present (on a CUDA machine ``cuda:x`` or ``cuda:-1`` reached ``int()`` or torch: a
+    traceback). An empty spec (or ``None``) means auto."""
+    if isinstance(spec, str) and spec and not DEVICE_PATTERN.fullmatch(spec.strip().lower()):
+        raise DeviceError(UNKNOWN_DEVICE.format(spec=spec))
+
+
 def resolve_device(spec: str) -> torch.device:
     """``auto`` → CUDA when available else CPU; ``cpu``; ``cuda``; ``cuda:K``. Unavailable CUDA raises."""
-    given, spec = spec, (spec or "auto").strip().lower()
-    if not DEVICE_PATTERN.fullmatch(spec):  # `cuda:x`, `cuda:-1` reached int() or torch: a traceback
-        raise DeviceError(UNKNOWN_DEVICE.format(spec=given))
+    check_device(spec)
+    spec = (spec or "auto").strip().lower()
     if spec == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if spec == "cpu":
