@@ -360,8 +360,8 @@ def estimate_wall_time(
     """``(seconds until the whole list has run, devices estimated for)`` from the plugin's
     :meth:`~contrastlab.platform.task.TaskPlugin.estimate_seconds`, scheduling the runs in order on ``slots`` as
     the runner does (each starts on the first free slot), each with :data:`RUN_START_S` added. ``done`` (one per
-    point, 0 to 1) is the part a resumed run has already trained (its ``run.json`` ``progress``): only the rest
-    is counted. ``None`` when the plugin gives no estimate."""
+    point, 0 to 1: :meth:`RunDir.progress`) is the part a resumed run has already trained: only the rest is
+    counted. ``None`` when the plugin gives no estimate."""
     from contrastlab.platform.run import resolve_device
 
     free = [0.0] * max(1, len(slots))
@@ -375,6 +375,6 @@ def estimate_wall_time(
         if seconds is None:
             return None, []
         kinds[kind] = None
-        left = 1.0 - min(max(float(done[i]), 0.0), 1.0) if done is not None else 1.0
+        left = 1.0 - done[i] if done is not None else 1.0
         free[slot] += float(seconds) * left + RUN_START_S
     return max(free), list(kinds)
