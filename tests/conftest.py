@@ -26,3 +26,30 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+class _PaddedCounter:
+    """TensorBoard's event-file counter, zero-padded: names of files started in one second sort as they were made."""
+
+    def __init__(self) -> None:
+        import itertools
+        import threading
+
+        self._numbers = itertools.count()
+        self._lock = threading.Lock()
+
+    def get(self) -> str:
+        with self._lock:
+            return f"{next(self._numbers):08d}"
+
+
+def _pad_event_file_counter():
+    """Tests resume runs in the process that wrote them, often within the same second: TensorBoard names event
+    files ``...<second>.<host>.<pid>.<counter>`` and reads them in name order, so counter 10 would sort before 9
+    (a real resume is a new process, seconds later). Zero-padding the counter keeps the order of creation."""
+    from tensorboard.summary.writer import event_file_writer
+
+    event_file_writer._global_uid = _PaddedCounter()
+
+
+_pad_event_file_counter()
