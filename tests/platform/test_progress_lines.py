@@ -42,8 +42,10 @@ def test_plain_progress_rate_limit_and_eta() -> None:
     plain = runner.PlainProgress(Console(file=buffer, force_terminal=False), total=10, skipped=2, slots=2, every=3600)
     plain.report(2, 2, 0)  # printed: the start
     plain.report(2, 2, 0)  # not printed: within the hour
-    plain.report(3, 2, 0, finished=60.0)
-    plain.report(4, 2, 1, finished=120.0)
+    plain.eta.finished(60.0)
+    plain.report(3, 2, 0, ended=True)
+    plain.eta.finished(120.0)
+    plain.report(4, 2, 1, ended=True)
     lines = buffer.getvalue().splitlines()
     assert len(lines) == 3
     assert lines[0].startswith("grid: 2/10 done (2 skipped), 2 running, 0 failed")
@@ -96,9 +98,58 @@ def test_plain_progress_eta_counts_what_resumed_runs_have_left() -> None:
     buffer = io.StringIO()
     plain = runner.PlainProgress(Console(file=buffer, force_terminal=False), total=4, skipped=0, slots=1, every=3600)
     left = [1.5]
-    plain.work_left = lambda: left[0]
-    plain.report(1, 0, 0, finished=10.0, part=0.5)  # a whole run ≈ 20 s; 1.5 runs of work left
+    plain.eta.work_left = lambda: left[0]
+    plain.eta.finished(10.0, part=0.5)  # a whole run ≈ 20 s; 1.5 runs of work left
+    plain.report(1, 0, 0, ended=True)
     assert buffer.getvalue().splitlines()[-1].endswith("ETA 0:00:30")
     left[0] = 1.0
-    plain.report(2, 0, 0, finished=40.0)  # a fresh run: the better measure of a whole run
+    plain.eta.finished(40.0)  # a fresh run: the better measure of a whole run
+    plain.report(2, 0, 0, ended=True)
     assert buffer.getvalue().splitlines()[-1].endswith("ETA 0:00:40")
+
+
+def test_the_eta_falls_while_runs_train_and_is_known_before_the_first_finishes(monkeypatch) -> None:
+    """It used to change only when a run finished, and said "?" until then (a curl grid: half an hour). Now the
+    running runs' checkpointed progress sets the work left and, before any run finished, a whole run's time."""
+    from contrastlab.experiments import grid_progress
+
+    clock, parts = [100.0], {0: 0.0, 1: 0.5, 2: 0.0}
+    monkeypatch.setattr(grid_progress.time, "monotonic", lambda: clock[0])
+    live = grid_progress.LiveProgress({0: 0.0, 1: 0.5, 2: 0.0}, lambda i: parts[i])  # run 1 resumes at 50 %
+    eta = grid_progress.GridEta(total=3, slots=2)
+    eta.work_left, eta.paces = live.work_left, live.paces
+    live.start(0)
+    live.start(1)
+    clock[0] = 110.0
+    parts[0] = 0.01  # under the 2 % a pace needs
+    live.refresh([0, 1])
+    assert eta.text(0) == "?"
+    clock[0] = 160.0
+    parts[0], parts[1] = 0.25, 0.75  # both at 60 s per quarter: a whole run ≈ 240 s
+    live.refresh([0, 1])
+    assert live.work_left() == 0.75 + 0.25 + 1.0
+    assert eta.seconds_left(0) == 240.0 * 2.0 / 2
+    parts[0] = 0.0  # a run.json rewritten by a resume never moves the estimate back
+    live.refresh([0])
+    assert live.work_left() == 2.0
+    live.stop(1)  # run 1 ended: nothing left of it
+    eta.finished(60.0, part=0.5)  # 60 s for its last half: a whole run ≈ 120 s
+    assert eta.seconds_left(1) == 120.0 * (0.75 + 1.0) / 2
+    assert eta.seconds_left(3) == 0.0
+
+
+def test_the_live_view_on_a_terminal_shows_the_grid_eta(tmp_path: Path, monkeypatch) -> None:
+    """rich's own time-remaining column needs two finished runs within 30 s, so on a terminal the ETA was mostly
+    "-:--:--": the live bar now shows the grid's estimate (the plain lines' ETA)."""
+    script = tmp_path / "fake_train.py"
+    script.write_text(FAKE_TRAIN)
+    monkeypatch.setenv("FAKE_CALLS", str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv("FAKE_SLEEP", "0.3")
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=200)
+    runner.run_grid(grid(), tmp_path / "out", slots=[None], base=[sys.executable, str(script)], console=console,
+                    poll=0.05)  # fmt: skip
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", buffer.getvalue())
+    assert "ETA ?" in text  # before the first run finished
+    assert set(re.findall(r"ETA (\d:\d\d:\d\d)", text)) - {"0:00:00"}, text  # a time left while runs were left
+    assert "-:--:--" not in text

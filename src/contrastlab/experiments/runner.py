@@ -7,7 +7,8 @@
   ``OUT/logs/<plugin>/<loss>/<run name>.log``.
 * One rich progress view shows the whole grid plus a line per running process (its latest logged step). When
   the console is not a terminal (CI logs, pipes), a plain line with done/total, running, failed, elapsed time and
-  ETA is printed when a run finishes, and at least every ``report_every`` seconds otherwise.
+  ETA is printed when a run finishes, and at least every ``report_every`` seconds otherwise. Both show the ETA of
+  :mod:`.grid_progress`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab.experiments.grid import GridPoint, count
+from contrastlab.experiments.grid_progress import GridEta, LiveProgress, PlainProgress
 from contrastlab.experiments.interrupts import Terminated
 from contrastlab.platform.rundir import RunDir, read_json
 
@@ -141,63 +143,6 @@ def latest_step(run_dir: Path) -> str:
         return ""
 
 
-class PlainProgress:
-    """Progress lines for a console that is not a terminal (rich shows no live view there)."""
-
-    def __init__(self, console: Any, total: int, skipped: int, slots: int, every: float = 30.0) -> None:
-        import time
-
-        self.console, self.total, self.skipped, self.slots, self.every = console, total, skipped, max(1, slots), every
-        self.started = time.monotonic()
-        self.last = self.started - every  # the first call prints: the grid has started
-        self.durations: list[float] = []  # whole-run seconds of the finished runs (see report's ``part``)
-        self.fresh: list[float] = []  # those of runs that started from scratch
-        self.work_left: Any = None
-        """``() -> float``: the runs not finished yet, in whole runs (a resumed run counts what it has left);
-        ``None``: count them as whole runs."""
-
-    def line(self, done: int, running: int, failed: int) -> str:
-        """``grid: 3/12 done (1 skipped), 2 running, 1 failed, elapsed 0:04:10, ETA 0:12:30``."""
-        import time
-
-        elapsed = time.monotonic() - self.started
-        remaining = self.total - done
-        if not remaining:
-            eta = "0:00:00"
-        elif self.durations:
-            typical = self.fresh or self.durations  # a resumed run's scaled time is the rougher estimate
-            left = remaining if self.work_left is None else self.work_left()
-            eta = _clock(sum(typical) / len(typical) * left / min(self.slots, remaining))
-        else:
-            eta = "? (no run finished yet)"
-        skipped = f" ({self.skipped} skipped)" if self.skipped else ""
-        return (
-            f"grid: {done}/{self.total} done{skipped}, {running} running, {failed} failed, "
-            f"elapsed {_clock(elapsed)}, ETA {eta}"
-        )
-
-    def report(self, done: int, running: int, failed: int, *, finished: float | None = None,
-               part: float = 0.0) -> None:
-        """Print a line when a run finished (``finished`` = its seconds; ``part``: the part of it done before, by a
-        run it resumed, so its whole-run time is ``finished / (1 - part)``) or ``every`` seconds have passed."""
-        import time
-
-        if finished is not None:
-            self.durations.append(finished / max(1.0 - part, 0.25))
-            if part == 0:
-                self.fresh.append(finished)
-        now = time.monotonic()
-        if finished is None and now - self.last < self.every:
-            return
-        self.last = now
-        self.console.print(self.line(done, running, failed), markup=False, highlight=False, soft_wrap=True)
-
-
-def _clock(seconds: float) -> str:
-    whole = round(seconds)
-    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
-
-
 def die_with_parent(sig: int | None = None) -> Any:
     """A ``preexec_fn`` for ``subprocess.Popen`` that makes the child get ``sig`` (default SIGTERM) when the
     process that started it dies, even by SIGKILL (Linux ``prctl(PR_SET_PDEATHSIG)``), so no training process
@@ -299,13 +244,15 @@ def run_grid(
         rp.BarColumn(),
         rp.MofNCompleteColumn(),
         rp.TimeElapsedColumn(),
-        rp.TimeRemainingColumn(),
+        rp.TextColumn("{task.fields[eta]}"),
         rp.TextColumn("{task.fields[info]}"),
     )
-    plain = None if console.is_terminal else PlainProgress(console, len(points), len(results), len(slots), report_every)
     part_done = {i: RunDir(points[i].run_dir(out)).progress() for i in pending}  # by the runs resumed here
-    if plain is not None:
-        plain.work_left = lambda: sum(1.0 - part_done[i] for i in part_done if i not in results)
+    live = LiveProgress(part_done, lambda i: RunDir(points[i].run_dir(out)).progress())
+    eta = GridEta(len(points), len(slots))
+    eta.work_left, eta.paces = live.work_left, live.paces
+    plain = None if console.is_terminal else PlainProgress(console, len(points), len(results), len(slots),
+                                                           report_every, eta)
 
     def n_failed() -> int:
         return sum(r.status == "failed" for r in results.values())
@@ -317,6 +264,7 @@ def run_grid(
             total=len(points),
             completed=len(results),
             info=f"{len(results)} already done",
+            eta="ETA ?",
         )
         try:
             while pending or running:
@@ -334,8 +282,11 @@ def run_grid(
                     proc = subprocess.Popen(
                         cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent()
                     )
-                    task = progress.add_task(f"  {p.loss}/{p.run_name}", total=None, info=slots[slot] or "")
+                    task = progress.add_task(f"  {p.loss}/{p.run_name}", total=None, info=slots[slot] or "", eta="")
                     running[slot] = (proc, i, time.monotonic(), task, fh)
+                    live.start(i)
+                live.refresh([i for _proc, i, *_ in running.values()])
+                progress.update(overall, eta=f"ETA {eta.text(len(results))}")
                 if plain is not None:
                     plain.report(len(results), len(running), n_failed())
                 for slot, (proc, i, t0, task, fh) in list(running.items()):
@@ -364,12 +315,15 @@ def run_grid(
                             markup=True,
                         )
                     progress.remove_task(task)
+                    live.stop(i)
                     del running[slot]
                     free.append(slot)
                     n_fail = n_failed()
                     progress.update(overall, completed=len(results), info=f"{n_fail} failed" * bool(n_fail))
+                    if results[i].status == "completed":
+                        eta.finished(secs, part_done[i])
                     if plain is not None:
-                        plain.report(len(results), len(running), n_fail, finished=secs, part=part_done[i])
+                        plain.report(len(results), len(running), n_fail, ended=True)
                 if running:
                     time.sleep(poll)
         except KeyboardInterrupt as exc:
