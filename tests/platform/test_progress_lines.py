@@ -153,3 +153,4 @@ def test_the_live_view_on_a_terminal_shows_the_grid_eta(tmp_path: Path, monkeypa
     assert "ETA ?" in text  # before the first run finished
     assert set(re.findall(r"ETA (\d:\d\d:\d\d)", text)) - {"0:00:00"}, text  # a time left while runs were left
     assert "-:--:--" not in text
+    assert re.search(r"4/4 \d:\d\d:\d\d ETA 0:00:00\s*$", text), text[-300:]  # the final bar: nothing left
