@@ -144,7 +144,7 @@ def test_the_live_view_on_a_terminal_shows_the_grid_eta(tmp_path: Path, monkeypa
     script = tmp_path / "fake_train.py"
     script.write_text(FAKE_TRAIN)
     monkeypatch.setenv("FAKE_CALLS", str(tmp_path / "calls.jsonl"))
-    monkeypatch.setenv("FAKE_SLEEP", "0.3")
+    monkeypatch.setenv("FAKE_SLEEP", "0.8")  # runs over 0.5 s: the ETA before the last one finished is not 0
     buffer = io.StringIO()
     console = Console(file=buffer, force_terminal=True, width=200)
     runner.run_grid(grid(), tmp_path / "out", slots=[None], base=[sys.executable, str(script)], console=console,
