@@ -160,7 +160,26 @@ def test_report_without_runs_and_busy_out(toy_pm, tmp_path):
     (out / LOCK_FILE).write_text(str(os.getppid()))  # a live process that is not us
     result = CliRunner().invoke(app, [*BASE, "--out", str(out)])
     assert result.exit_code == 2 and "another platform compare" in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output  # no header announcing runs first
     assert not (out / "runs").exists()
+
+
+def test_an_out_holding_another_plugins_comparison_is_refused(toy_pm, tmp_path):
+    """Reusing --out of another plugin's compare would replace its compare.json and results.md."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "compare.json").write_text(json.dumps({"plugin": "graph", "losses": ["infonce"], "rows": None}))
+    (out / "results.md").write_text("graph table\n")
+    for extra in ([], ["--dry-run"]):
+        result = CliRunner().invoke(app, [*BASE, "--out", str(out), *extra])
+        assert result.exit_code == 2, result.output
+        assert f"--out {out} holds a graph comparison" in result.output and "choose another --out" in result.output
+        assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert json.loads((out / "compare.json").read_text())["plugin"] == "graph"
+    assert (out / "results.md").read_text() == "graph table\n" and not (out / "runs").exists()
+    (out / "compare.json").write_text(json.dumps({"plugin": "toy", "losses": ["toy_plain"], "rows": None}))
+    result = CliRunner().invoke(app, [*BASE, "--out", str(out), "--dry-run"])  # the same plugin: extends the folder
+    assert result.exit_code == 0, result.output
 
 
 def test_report_needs_out_unless_its_one_dir_is_a_compare_output(toy_pm, tmp_path):

@@ -227,6 +227,13 @@ def test_unknown_rows_key_and_curve_tag_are_errors(tmp_path):
     write_synthetic_run(tmp_path, loss="infonce", overrides=["--set env.task=walk"], final={"score": 1.0})
     with pytest.raises(ConfigError, match=r"--rows foo\.bar is not a config key of any run"):
         rp.build_report([tmp_path], tmp_path / "out", rows=["foo.bar"])
+    # any config.yaml key may name rows, so a typo is told the runs' sections and the closest key; it was told
+    # "overridden keys: env.task" (for plain `platform train` runs: "(none)"), as if only those were allowed
+    with pytest.raises(ConfigError, match=r"start with env\., loss\. \(see platform config\)\. "
+                                          r"Did you mean 'loss\.name'\?$"):
+        rp.build_report([tmp_path], tmp_path / "out", rows=["loss.nam"])
+    with pytest.raises(ConfigError, match=r"Did you mean 'env\.task'\?$"):
+        rp.build_report([tmp_path], tmp_path / "out", rows=["env.tsk"])
     with pytest.raises(ConfigError, match="--curve nosuch/tag was not logged"):
         rp.build_report([tmp_path], tmp_path / "out", curve="nosuch/tag")
 

@@ -60,6 +60,12 @@ def test_read_info_and_checkpoint_listing(tmp_path: Path) -> None:
                  "step_000000000020.latest.pt", "notes.txt"):
         (layout.checkpoints / name).write_bytes(b"x")
     assert [s for s, _ in layout.checkpoint_steps()] == [10, 20]
+    checkpoint = layout.checkpoints / "step_000000000020.pt"  # `platform eval RUN/checkpoints/step_….pt`
+    with pytest.raises(RunDirError, match=rf"step_000000000020.pt is a file; give its run directory, {layout.path}$"):
+        RunDir(checkpoint).read_info()  # it named RUN/checkpoints, itself refused as "not a run directory"
+    (tmp_path / "notes.txt").write_text("x")  # a file in no run directory: no folder to suggest
+    with pytest.raises(RunDirError, match=r"notes.txt is a file; give a run directory of platform train$"):
+        RunDir(tmp_path / "notes.txt").read_info()
     assert [s for s, _ in layout.latest_parts()] == [20]
 
 

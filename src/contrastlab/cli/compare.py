@@ -71,8 +71,8 @@ HELP = {
 """Help text of every option (each with an example)."""
 
 
-def acquire_lock(out: Path) -> Path:
-    """Refuse to run two ``platform compare`` in the same ``OUT`` at once; returns the lock file."""
+def refuse_busy_out(out: Path) -> None:
+    """Refuse an ``OUT`` whose lock file names another live ``platform compare``."""
     lock = out / LOCK_FILE
     if lock.is_file():
         try:
@@ -81,7 +81,25 @@ def acquire_lock(out: Path) -> Path:
             pid = -1
         if pid > 0 and pid != os.getpid() and runner.pid_alive(pid):
             raise ConfigError(f"--out {out}: another platform compare (pid {pid}) is running there")
+
+
+def refuse_other_plugin(out: Path, plugin: str) -> None:
+    """Refuse an ``OUT`` whose ``compare.json`` records a comparison of another plugin: this grid's
+    ``compare.json``, tables and plots would silently replace that comparison's (its runs would stay, its results
+    would be gone until its own command ran again)."""
+    held = (runner.read_json(out / "compare.json") or {}).get("plugin")
+    if isinstance(held, str) and held != plugin:
+        raise ConfigError(
+            f"--out {out} holds a {held} comparison (its compare.json); a {plugin} comparison there would replace "
+            f"its results: choose another --out (`platform report DIR1 DIR2 --out DIR` tabulates both)"
+        )
+
+
+def acquire_lock(out: Path) -> Path:
+    """Refuse to run two ``platform compare`` in the same ``OUT`` at once; returns the lock file."""
+    refuse_busy_out(out)
     out.mkdir(parents=True, exist_ok=True)
+    lock = out / LOCK_FILE
     lock.write_text(str(os.getpid()))
     return lock
 
@@ -296,6 +314,8 @@ def add_compare_commands(app: typer.Typer) -> None:
                 resolve_device(config.device)
         if not dry_run:
             check_writable_dir(out_dir, "--out")
+            refuse_busy_out(out_dir)  # before the header: the refusal is the command's only line
+        refuse_other_plugin(out_dir, plan.plugin.name)
         states = [runner.run_state(p.run_dir(out_dir)) for p in plan.points]
         counts = {s: states.count(s) for s in ("completed", "resume", "fresh")}
         where = f"{len(slots)} at a time" if ray_opts is None else "on Ray, as many at a time as resources allow"

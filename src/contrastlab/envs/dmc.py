@@ -15,6 +15,7 @@ dm-control's (on average 1-5 of 255 per pixel on most tasks, 23 on reacher-easy,
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections import deque
 from typing import Any
@@ -26,6 +27,16 @@ import numpy as np
 from gymnasium import spaces
 
 from contrastlab.platform.errors import ConfigError, DeviceError
+
+
+def _not_settotalmass_notice(record: logging.LogRecord) -> bool:
+    """False for MuJoCo's deprecation notice of ``<compiler settotalmass>``, which dm-control's own cheetah.xml
+    uses and which dm-control relays through absl at every compile: three ``WARNING:absl:`` lines per cheetah run
+    (checks, training env, evaluation env) that no user can act on."""
+    return "settotalmass" not in record.getMessage()
+
+
+logging.getLogger("absl").addFilter(_not_settotalmass_notice)
 
 CURL_ACTION_REPEAT: dict[str, int] = {"cartpole": 8, "finger": 2, "walker": 2}
 """Per-domain action repeat of the CURL paper (Table 3 / PlaNet convention); other domains use 4."""

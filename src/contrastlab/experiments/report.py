@@ -97,6 +97,25 @@ def add_row_keys(records: Sequence[RunRecord], keys: Sequence[str]) -> None:
             rec.overrides[key] = text.removesuffix("...").strip()
 
 
+def _unknown_row_key(key: str, records: Sequence[RunRecord]) -> str:
+    """The error for a ``--rows`` key no run has: any key of the runs' ``config.yaml`` may name rows, so name
+    their sections and the closest key (it listed only the overridden keys, ``(none)`` for plain runs)."""
+    import difflib
+
+    from contrastlab.platform.config import flatten_keys
+
+    known: set[str] = set()
+    for run_dir in {rec.plugin: rec.run_dir for rec in records}.values():  # one config.yaml per plugin
+        with contextlib.suppress(OSError, yaml.YAMLError, AttributeError):
+            known |= flatten_keys(yaml.safe_load(RunDir(run_dir).config_yaml.read_text()) or {})
+    known |= {k for rec in records for k in rec.overrides}
+    sections = sorted({k.split(".")[0] + "." for k in known if "." in k})
+    close = difflib.get_close_matches(key, sorted(known), n=1)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    return (f"--rows {key} is not a config key of any run; their keys start with {', '.join(sections) or '(none)'} "
+            f"(see platform config).{hint}")
+
+
 def _check_keys_exist(
     records: Sequence[RunRecord], dirs: Sequence[Path], rows: Sequence[str] | None, curve: str | None
 ) -> None:
@@ -105,8 +124,7 @@ def _check_keys_exist(
         keys = {k for rec in records for k in rec.overrides}
         unknown = [k for k in rows if k not in keys]
         if unknown:
-            raise ConfigError(f"--rows {unknown[0]} is not a config key of any run; overridden keys: "
-                              f"{', '.join(sorted(keys)) or '(none)'}")
+            raise ConfigError(_unknown_row_key(unknown[0], records))
     if curve:
         tags = {t for d in dirs for t in load_curves(d)}
         if curve not in tags:

@@ -175,8 +175,10 @@ class RunDir:
 
     def read_info(self) -> dict[str, Any]:
         """The ``run.json``; a missing or not-a-run directory raises :class:`RunDirError` (one line)."""
-        if self.path.is_file():
-            raise RunDirError(f"{self.path} is a file; give its run directory, {self.path.parent}")
+        if self.path.is_file():  # e.g. checkpoints/step_….pt: name the run directory that holds it, if any
+            home = next((p for p in self.path.parents if self.is_run(p)), None)
+            hint = f"give its run directory, {home}" if home is not None else "give a run directory of platform train"
+            raise RunDirError(f"{self.path} is a file; {hint}")
         if not self.path.is_dir():
             raise RunDirError(f"run directory not found: {self.path}")
         if not self.is_run(self.path):
