@@ -151,7 +151,7 @@ SIMCLR_TINY = [
 def test_report_without_runs_and_busy_out(toy_pm, tmp_path):
     import os
 
-    from contrastlab.cli.compare import LOCK_FILE
+    from contrastlab.experiments.out_folder import LOCK_FILE
 
     result = CliRunner().invoke(app, ["report", str(tmp_path)])
     assert result.exit_code == 2 and "no run directories" in result.output
@@ -179,6 +179,21 @@ def test_an_out_holding_another_plugins_comparison_is_refused(toy_pm, tmp_path):
     assert (out / "results.md").read_text() == "graph table\n" and not (out / "runs").exists()
     (out / "compare.json").write_text(json.dumps({"plugin": "toy", "losses": ["toy_plain"], "rows": None}))
     result = CliRunner().invoke(app, [*BASE, "--out", str(out), "--dry-run"])  # the same plugin: extends the folder
+    assert result.exit_code == 0, result.output
+
+
+def test_an_out_inside_a_run_directory_is_refused(toy_pm, tmp_path):
+    """A grid planned inside a run of platform train would write its runs, logs and tables among that run's files
+    (report refuses such an --out too)."""
+    run_dir = toy.write_synthetic_run(tmp_path / "a", final={"score": 0.5})
+    before = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*"))
+    for out, extra in ((run_dir / "sub", ["--dry-run"]), (run_dir, [])):
+        result = CliRunner().invoke(app, [*BASE, "--out", str(out), *extra])
+        assert result.exit_code == 2, result.output
+        assert f"is inside the run directory {run_dir.resolve()}" in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")) == before
+    result = CliRunner().invoke(app, [*BASE, "--out", str(tmp_path / "a" / "cmp"), "--dry-run"])  # beside it: fine
     assert result.exit_code == 0, result.output
 
 
@@ -252,6 +267,6 @@ def test_kill_prints_the_resume_hint_like_ctrl_c(toy_pm, tmp_path, monkeypatch, 
     assert result.output.strip().splitlines()[-1] == (
         "interrupted; run the same command again to resume the unfinished runs"
     )
-    from contrastlab.cli.compare import LOCK_FILE
+    from contrastlab.experiments.out_folder import LOCK_FILE
 
     assert not (tmp_path / "out" / LOCK_FILE).exists()  # the clean-up ran: a rerun is not refused as busy

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,12 +18,16 @@ from contrastlab.cli.common import console, err_console, print_commands, say, sh
 from contrastlab.experiments import grid as cmp
 from contrastlab.experiments import runner
 from contrastlab.experiments.interrupts import sigterm_as_interrupt
+from contrastlab.experiments.out_folder import (
+    acquire_lock,
+    refuse_busy_out,
+    refuse_inside_a_run,
+    refuse_other_plugin,
+)
 from contrastlab.experiments.plan import eta_lines, make_plan, make_tuned_plan
 from contrastlab.platform.errors import ConfigError
 from contrastlab.platform.run import resolve_device
 from contrastlab.platform.rundir import check_writable_dir
-
-LOCK_FILE = ".compare.lock"
 
 HELP = {
     "plugin": "Task plugin to run, e.g. --plugin simclr (see `platform list plugins`); not needed with --recipe.",
@@ -69,39 +72,6 @@ HELP = {
     "(default: the plugin's primary metric).",
 }
 """Help text of every option (each with an example)."""
-
-
-def refuse_busy_out(out: Path) -> None:
-    """Refuse an ``OUT`` whose lock file names another live ``platform compare``."""
-    lock = out / LOCK_FILE
-    if lock.is_file():
-        try:
-            pid = int(lock.read_text().strip())
-        except ValueError:
-            pid = -1
-        if pid > 0 and pid != os.getpid() and runner.pid_alive(pid):
-            raise ConfigError(f"--out {out}: another platform compare (pid {pid}) is running there")
-
-
-def refuse_other_plugin(out: Path, plugin: str) -> None:
-    """Refuse an ``OUT`` whose ``compare.json`` records a comparison of another plugin: this grid's
-    ``compare.json``, tables and plots would silently replace that comparison's (its runs would stay, its results
-    would be gone until its own command ran again)."""
-    held = (runner.read_json(out / "compare.json") or {}).get("plugin")
-    if isinstance(held, str) and held != plugin:
-        raise ConfigError(
-            f"--out {out} holds a {held} comparison (its compare.json); a {plugin} comparison there would replace "
-            f"its results: choose another --out (`platform report DIR1 DIR2 --out DIR` tabulates both)"
-        )
-
-
-def acquire_lock(out: Path) -> Path:
-    """Refuse to run two ``platform compare`` in the same ``OUT`` at once; returns the lock file."""
-    refuse_busy_out(out)
-    out.mkdir(parents=True, exist_ok=True)
-    lock = out / LOCK_FILE
-    lock.write_text(str(os.getpid()))
-    return lock
 
 
 def recorded_rows(dirs: Sequence[Path]) -> list[str] | None:
@@ -315,6 +285,7 @@ def add_compare_commands(app: typer.Typer) -> None:
         if not dry_run:
             check_writable_dir(out_dir, "--out")
             refuse_busy_out(out_dir)  # before the header: the refusal is the command's only line
+        refuse_inside_a_run(out_dir)
         refuse_other_plugin(out_dir, plan.plugin.name)
         states = [runner.run_state(p.run_dir(out_dir)) for p in plan.points]
         counts = {s: states.count(s) for s in ("completed", "resume", "fresh")}

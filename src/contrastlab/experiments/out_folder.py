@@ -1,0 +1,58 @@
+"""The output folder of ``platform compare``: one comparison at a time, of one plugin, outside any run."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from contrastlab.experiments import runner
+from contrastlab.platform.errors import ConfigError
+from contrastlab.platform.rundir import RunDir
+
+__all__ = ["LOCK_FILE", "acquire_lock", "refuse_busy_out", "refuse_inside_a_run", "refuse_other_plugin"]
+
+LOCK_FILE = ".compare.lock"
+"""Holds the pid of the ``platform compare`` running in an ``OUT``."""
+
+
+def refuse_busy_out(out: Path) -> None:
+    """Refuse an ``OUT`` whose lock file names another live ``platform compare``."""
+    lock = out / LOCK_FILE
+    if lock.is_file():
+        try:
+            pid = int(lock.read_text().strip())
+        except ValueError:
+            pid = -1
+        if pid > 0 and pid != os.getpid() and runner.pid_alive(pid):
+            raise ConfigError(f"--out {out}: another platform compare (pid {pid}) is running there")
+
+
+def refuse_other_plugin(out: Path, plugin: str) -> None:
+    """Refuse an ``OUT`` whose ``compare.json`` records a comparison of another plugin: this grid's
+    ``compare.json``, tables and plots would silently replace that comparison's (its runs would stay, its results
+    would be gone until its own command ran again)."""
+    held = (runner.read_json(out / "compare.json") or {}).get("plugin")
+    if isinstance(held, str) and held != plugin:
+        raise ConfigError(
+            f"--out {out} holds a {held} comparison (its compare.json); a {plugin} comparison there would replace "
+            f"its results: choose another --out (`platform report DIR1 DIR2 --out DIR` tabulates both)"
+        )
+
+
+def acquire_lock(out: Path) -> Path:
+    """Refuse to run two ``platform compare`` in the same ``OUT`` at once; returns the lock file."""
+    refuse_busy_out(out)
+    out.mkdir(parents=True, exist_ok=True)
+    lock = out / LOCK_FILE
+    lock.write_text(str(os.getpid()))
+    return lock
+
+
+def refuse_inside_a_run(out: Path) -> None:
+    """Refuse an ``OUT`` that is a run directory of ``platform train`` or lies inside one: the grid's runs, tables
+    and logs would be written among that run's files (``platform report`` refuses such an ``--out`` too)."""
+    target = Path(out).resolve()
+    for folder in (target, *target.parents):
+        if RunDir.is_run(folder):
+            raise ConfigError(f"--out {out} is inside the run directory {folder}; choose a folder outside it, "
+                              "e.g. --out compare/")
