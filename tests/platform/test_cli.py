@@ -428,3 +428,16 @@ def test_a_busy_machine_gets_one_note_on_openmp_spinning(monkeypatch) -> None:
     monkeypatch.setattr(train_cli.os, "getloadavg", lambda: (6.0, 5.0, 4.0))
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     assert train_cli.note_if_busy(threads=2) is None  # the user chose
+
+
+def test_train_says_when_its_configuration_trains_no_loss(toy_pm: PluginManager, tmp_path: Path, monkeypatch) -> None:
+    """pu's end-to-end baseline trains no contrastive loss: `--loss dcl` ran silently and filed the run under dcl."""
+    from contrastlab.platform.plugins import get_task_plugin
+
+    args = ["train", "--plugin", "toy_clusters", "--loss", "dcl", "--logdir", str(tmp_path), "--set", "train.steps=2"]
+    code, out = run_cli(args)
+    assert code == 0 and "trains no contrastive loss" not in out, out
+    monkeypatch.setattr(type(get_task_plugin("toy_clusters")), "uses_loss", lambda self, config: False)
+    code, out = run_cli(args)
+    assert code == 0, out
+    assert "note: this toy_clusters configuration trains no contrastive loss, so loss 'dcl' is not used" in out

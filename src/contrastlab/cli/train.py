@@ -299,6 +299,10 @@ def add_train_commands(app: typer.Typer) -> None:
             run = Run.create(task, config, logdir, preset=preset_name, overrides=overrides, run_name=run_name)
             warn_if_cpu_heavy(task, config, preset_name, device_obj)
             say(f"run directory: {run.dir}", stderr=True)
+            if not task.uses_loss(config):
+                say(f"note: this {task.name} configuration trains no contrastive loss, so loss '{config.loss.name}' "
+                    "is not used (the run is filed under it; platform report lists it under loss 'none')",
+                    stderr=True)
         note_if_busy()
         summary = execute(run)
         print_summary(run, summary)
