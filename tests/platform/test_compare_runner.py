@@ -23,8 +23,11 @@ FAKE_TRAIN = textwrap.dedent(
     argv = sys.argv[1:]
     with open(os.environ["FAKE_CALLS"], "a") as fh:
         fh.write(json.dumps(argv) + "\\n")
+    import signal
+    # Ctrl-C raises KeyboardInterrupt, as in a run started from a terminal, also when pytest itself was started
+    # with SIGINT ignored (a background job of a script), which its children would inherit
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if os.environ.get("FAKE_STOP_DELAY"):  # a run that takes a while to stop (saving its checkpoint)
-        import signal
         def on_ctrl_c(signum, frame):
             with open(os.environ["FAKE_CALLS"] + ".stops", "a") as fh:
                 fh.write(f"{time.time()}\\n")
