@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,18 +14,6 @@ from contrastlab.platform.plugins import PluginManager
 from contrastlab.platform.stopping import OPT_OUT_VARIABLE, GracefulStop
 from contrastlab.testing import fresh_plugin_manager, run_cli
 from contrastlab.testing import signal_self as deliver
-
-
-@pytest.fixture(autouse=True)
-def ctrl_c_as_from_a_terminal() -> Iterator[None]:
-    """Each test starts with Python's own SIGINT handler, as a run started from a terminal has: a pytest started as a
-    background job of a script inherits SIGINT ignored, and the tests below that expect Ctrl-C to count failed
-    there (test_an_ignored_ctrl_c_stays_ignored covers that case on purpose)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def wait_for(lines: list[str], n: int) -> list[str]:
