@@ -1,7 +1,9 @@
-"""Fixtures for the core tests: the example toy plugin registered exactly as its entry point would be."""
+"""Fixtures for the core tests: the example toy plugin registered exactly as its entry point would be, and Ctrl-C
+handled as in a process started from a terminal."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -18,3 +20,15 @@ def toy_pm() -> Iterator[PluginManager]:
     with fresh_plugin_manager(contrastlab_toy.plugin, package="contrastlab-toy") as pm:
         yield pm
 
+
+@pytest.fixture(autouse=True)
+def ctrl_c_as_from_a_terminal() -> Iterator[None]:
+    """Each test starts with Python's own SIGINT handler, as a command started from a terminal has. A pytest started
+    as a background job of a script (no job control) inherits SIGINT ignored, and every test that sends itself
+    Ctrl-C failed there (GracefulStop and the tune/compare hooks keep an ignored Ctrl-C ignored, on purpose);
+    tests of that case set SIG_IGN themselves."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

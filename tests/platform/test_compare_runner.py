@@ -23,8 +23,11 @@ FAKE_TRAIN = textwrap.dedent(
     argv = sys.argv[1:]
     with open(os.environ["FAKE_CALLS"], "a") as fh:
         fh.write(json.dumps(argv) + "\\n")
+    import signal
+    # Ctrl-C raises KeyboardInterrupt, as in a run started from a terminal, also when pytest itself was started
+    # with SIGINT ignored (a background job of a script), which its children would inherit
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if os.environ.get("FAKE_STOP_DELAY"):  # a run that takes a while to stop (saving its checkpoint)
-        import signal
         def on_ctrl_c(signum, frame):
             with open(os.environ["FAKE_CALLS"] + ".stops", "a") as fh:
                 fh.write(f"{time.time()}\\n")
@@ -35,6 +38,8 @@ FAKE_TRAIN = textwrap.dedent(
             signal.signal(signal.SIGTERM, on_ctrl_c)
         else:
             signal.signal(signal.SIGINT, on_ctrl_c)
+    with open(os.environ["FAKE_CALLS"] + ".ready", "a") as fh:  # started, its signal handlers in place
+        fh.write("ready\\n")
     time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
     def opt(name):
         return argv[argv.index(name) + 1] if name in argv else None
@@ -97,6 +102,30 @@ def quiet() -> Console:
     return Console(file=open("/dev/null", "w"), force_terminal=False)
 
 
+def interrupt_when_both_run(monkeypatch: pytest.MonkeyPatch, exc: type[BaseException]) -> list[float]:
+    """Patch ``time.sleep`` so that the runner's poll raises ``exc`` once, as soon as both fake runs have started
+    and installed their signal handlers (their ``.ready`` lines): on a busy machine starting a Python process can
+    take seconds, and a signal that arrives earlier kills a fake run before it records anything. After 120 s it
+    interrupts anyway (the test then fails on its checks). Returns a list that gets the monotonic time of the
+    interrupt."""
+    import os
+    import time
+
+    real_sleep, ready = time.sleep, Path(os.environ["FAKE_CALLS"] + ".ready")
+    deadline, interrupted = time.monotonic() + 120, []
+
+    def sleep(seconds: float) -> None:
+        if not interrupted:
+            up = ready.read_text().count("ready") if ready.exists() else 0
+            if up >= 2 or time.monotonic() > deadline:
+                interrupted.append(time.monotonic())
+                raise exc
+        real_sleep(min(seconds, 0.1))
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    return interrupted
+
+
 def test_failure_does_not_stop_others_and_rerun_skips_finished(tmp_path, fake, monkeypatch):
     base, calls = fake
     out = tmp_path / "out"
@@ -155,44 +184,27 @@ def test_ctrl_c_interrupts_running_processes(tmp_path, fake, monkeypatch):
     import time
 
     base, calls = fake
-    monkeypatch.setenv("FAKE_SLEEP", "30")
-    real_sleep = time.sleep
-    ticks = []
-
-    def interrupting_sleep(seconds):
-        ticks.append(seconds)
-        if len(ticks) > 3:
-            raise KeyboardInterrupt
-        real_sleep(0.2)
-
-    monkeypatch.setattr(time, "sleep", interrupting_sleep)
+    monkeypatch.setenv("FAKE_SLEEP", "600")
+    interrupted = interrupt_when_both_run(monkeypatch, KeyboardInterrupt)
     points = grid()
-    start = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         runner.run_grid(points, tmp_path / "out", slots=[None, None], base=base, console=quiet(), poll=0.05)
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - interrupted[0] < 20  # not the 30 s after which the runner kills them
     assert len(calls()) == 2  # two were started, none finished
     assert all(runner.run_state(p.run_dir(tmp_path / "out")) != "completed" for p in points)
+    logs = [p.log_path(tmp_path / "out") for p in points[:2]]
+    assert all("KeyboardInterrupt" in log.read_text() for log in logs)  # stopped by the SIGINT, not killed
 
 
 def test_ctrl_c_signals_every_run_before_waiting_for_any(tmp_path, fake, monkeypatch):
     """Runs that take a while to stop (a curl run saves a checkpoint first) all get Ctrl-C at once; waiting for
     the first before signalling the second would make its signal arrive late, as a second Ctrl-C."""
     import os
-    import time
 
     base, calls = fake
     monkeypatch.setenv("FAKE_SLEEP", "60")
     monkeypatch.setenv("FAKE_STOP_DELAY", "3")
-    real_sleep, ticks = time.sleep, []
-
-    def interrupt_once_both_run(seconds):
-        ticks.append(seconds)
-        if len(ticks) == 20:  # both children are up by now (the pool polls every 0.05 s)
-            raise KeyboardInterrupt
-        real_sleep(min(seconds, 0.1))
-
-    monkeypatch.setattr(time, "sleep", interrupt_once_both_run)
+    interrupt_when_both_run(monkeypatch, KeyboardInterrupt)
     with pytest.raises(KeyboardInterrupt):
         runner.run_grid(grid(), tmp_path / "out", slots=[None, None], base=base, console=quiet(), poll=0.05)
     stops = [float(t) for t in Path(os.environ["FAKE_CALLS"] + ".stops").read_text().split()]
@@ -227,18 +239,9 @@ def test_sigterm_stops_the_runs_with_sigterm(tmp_path, fake, monkeypatch):
     monkeypatch.setenv("FAKE_SLEEP", "60")
     monkeypatch.setenv("FAKE_STOP_DELAY", "0")
     monkeypatch.setenv("FAKE_STOP_SIGNAL", "SIGTERM")
-    real_sleep, ticks = time.sleep, []
-
-    def terminate_once_both_run(seconds):
-        ticks.append(seconds)
-        if len(ticks) == 20:
-            raise Terminated
-        real_sleep(min(seconds, 0.1))
-
-    monkeypatch.setattr(time, "sleep", terminate_once_both_run)
-    start = time.monotonic()
+    interrupted = interrupt_when_both_run(monkeypatch, Terminated)
     with pytest.raises(KeyboardInterrupt):
         runner.run_grid(grid(), tmp_path / "out", slots=[None, None], base=base, console=quiet(), poll=0.05)
-    assert time.monotonic() - start < 20
+    assert time.monotonic() - interrupted[0] < 20  # not the 30 s after which the runner kills them
     stops = Path(os.environ["FAKE_CALLS"] + ".stops").read_text().split()
     assert len(calls()) == 2 and len(stops) == 2  # both runs stopped through their SIGTERM handler

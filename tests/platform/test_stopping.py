@@ -17,11 +17,38 @@ from contrastlab.testing import signal_self as deliver
 
 
 def wait_for(lines: list[str], n: int) -> list[str]:
-    """``lines`` once it has ``n`` entries (announcements come from a helper thread)."""
-    deadline = time.monotonic() + 5
+    """``lines`` once it has ``n`` entries (announcements come from the watcher thread, which must still be running:
+    leaving the ``with`` block stops it). The deadline only bounds a failing test: a busy machine can hold the
+    watcher back for a long while."""
+    deadline = time.monotonic() + 60
     while len(lines) < n and time.monotonic() < deadline:
         time.sleep(0.01)
     return lines
+
+
+class WatcherClock:
+    """Stands in for the ``time`` module of :mod:`contrastlab.platform.stopping`: its clock moves only when the test
+    sets :attr:`now`, so no delay of a loaded machine can end a grace period early; :meth:`sleep` (the watcher's
+    poll) still sleeps for real and counts the watcher's rounds."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.polls = 0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.polls += 1
+        time.sleep(seconds)
+
+    def wait_rounds(self, stop: GracefulStop, n: int = 2) -> None:
+        """Return once the watcher has started ``n`` more polls (it then has checked the clock, as it is now, at
+        least ``n - 1`` times) or has ended the grace period (``stop.expired``; it polls no more then)."""
+        target, deadline = self.polls + n, time.monotonic() + 60
+        while self.polls < target and not stop.expired:
+            assert time.monotonic() < deadline, "the grace-period watcher stopped polling"
+            time.sleep(0.01)
 
 
 def test_first_signal_requests_a_stop_and_a_quick_repeat_is_the_same_request() -> None:
@@ -32,7 +59,8 @@ def test_first_signal_requests_a_stop_and_a_quick_repeat_is_the_same_request() -
         assert stop.requested and stop.saved_step is None
         deliver(signal.SIGINT)  # the terminal's Ctrl-C, then `platform compare` forwarding it
         assert stop.requested
-    assert len(wait_for(lines, 1)) == 1
+        wait_for(lines, 1)  # inside the block: leaving it stops the watcher, announced or not
+    assert len(lines) == 1
     assert lines[0].startswith("SIGTERM: stopping at the next checkpoint point to save the progress (at most 20 s)")
 
 
@@ -51,7 +79,7 @@ def test_no_checkpoint_point_within_the_grace_period_stops_the_run(ctrl_c_ignore
     try:
         with pytest.raises(KeyboardInterrupt), GracefulStop(grace_s=0.2, announce=lines.append) as stop:
             deliver(signal.SIGTERM)
-            time.sleep(5)
+            time.sleep(60)  # interrupted after the 0.2 s grace period (a generous bound for a busy machine)
     finally:
         signal.signal(signal.SIGINT, previous)
     assert stop.expired and stop.saved_step is None
@@ -97,13 +125,17 @@ def toy_run(tmp_path: Path, steps: int = 40):
 
 def test_the_stops_checkpoint_is_not_cut_short_by_the_grace_period(toy_pm: PluginManager, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import contrastlab.platform.stopping as stopping
     from contrastlab.platform.checkpoints import CheckpointStore
 
     run = toy_run(tmp_path)
     save = CheckpointStore.save
+    clock = WatcherClock()  # frozen from the signal to the save, however long a busy machine takes in between
+    monkeypatch.setattr(stopping, "time", clock)
 
     def slow_save(self, *args, **kwargs):  # a large replay buffer: the write outlasts the grace period
-        time.sleep(0.6)
+        clock.now = 10.0  # far past the 0.2 s grace period ...
+        clock.wait_rounds(stop)  # ... and the watcher has seen it
         return save(self, *args, **kwargs)
 
     monkeypatch.setattr(CheckpointStore, "save", slow_save)
@@ -113,7 +145,7 @@ def test_the_stops_checkpoint_is_not_cut_short_by_the_grace_period(toy_pm: Plugi
         assert run.checkpoint_due(7)  # not a multiple of checkpoint_every: due because of the stop
         with pytest.raises(KeyboardInterrupt):
             run.save_checkpoint({"x": 1}, 7)
-        time.sleep(0.3)  # past the grace period, after the save: nothing more is raised
+        clock.wait_rounds(stop)  # past the grace period, after the save: nothing more is raised
     assert stop.saved_step == 7 and not stop.expired and run.latest_checkpoint_step() == 7
 
 

@@ -165,7 +165,7 @@ with open(run_dir / "metrics.jsonl", "a", buffering=1) as fh:
 """
 
 
-FAKE_TRAIN = fake_train(40, 0.1)
+FAKE_TRAIN = fake_train(400, 0.1)  # 40 s: pruned at its first point, long before (even on a busy machine)
 
 
 def test_pruning_reads_the_curve_while_the_run_trains_and_stops_it(tmp_path, monkeypatch):
@@ -190,7 +190,7 @@ def test_pruning_reads_the_curve_while_the_run_trains_and_stops_it(tmp_path, mon
     start = time.monotonic()
     with pytest.raises(optuna.TrialPruned):
         tn.train_locally(spec, point, tmp_path / "t", trial, prune=True)
-    assert time.monotonic() - start < 3.5  # stopped well before the 4 s the fake run takes
+    assert time.monotonic() - start < 20  # stopped well before the 40 s the fake run takes
     assert not (point.run_dir(tmp_path / "t") / "summary.json").exists()
 
 

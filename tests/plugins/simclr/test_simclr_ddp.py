@@ -10,7 +10,6 @@ so the order of floating-point sums cannot decide it).
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
 import torch
@@ -34,11 +33,12 @@ def _batch():
     return torch.randn(2, 8, 3, 16, 16, generator=g), torch.arange(8) % 4
 
 
-def _worker(rank: int, world: int, port: int, loss: str, sampler: str | None, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+def _worker(rank: int, world: int, init: str, loss: str, sampler: str | None, out: str) -> None:
     torch.set_num_threads(1)
     torch.set_default_dtype(torch.float64)  # float64 so that summation order cannot matter
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # rendezvous through a file of the test's own tmp_path: a port found free and closed again (then bound by
+    # rank 0) could be taken in between by another process, e.g. the other pytest worker
+    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=world)
     try:
         torch.manual_seed(0)
         trainer = Trainer(_config(loss, sampler), 3, torch.device("cpu"), distributed=True)
@@ -55,18 +55,12 @@ def _worker(rank: int, world: int, port: int, loss: str, sampler: str | None, ou
     os._exit(0)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.distributed
 @pytest.mark.parametrize(("loss", "sampler"), [("dcl", None), ("dcl", "query_key")])
 def test_two_process_step_matches_single_process(tmp_path, loss, sampler):
     """query_key: its learnable W sits outside DDP; its gradient must be averaged over the ranks too."""
     out = str(tmp_path / "rank.pt")
-    mp.spawn(_worker, args=(2, _free_port(), loss, sampler, out), nprocs=2, join=True)
+    mp.spawn(_worker, args=(2, str(tmp_path / "rendezvous"), loss, sampler, out), nprocs=2, join=True)
     ranks = [torch.load(f"{out}.{r}") for r in range(2)]
     for p0, p1 in zip(ranks[0]["params"], ranks[1]["params"], strict=True):  # the ranks stay in step
         assert torch.equal(p0, p1)
