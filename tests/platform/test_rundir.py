@@ -118,3 +118,16 @@ def test_a_place_where_nothing_can_be_created_is_refused_even_for_root(tmp_path:
     before = tmp_path.stat().st_mtime_ns
     check_writable_dir(tmp_path / "new" / "dir", "--out")
     assert list(tmp_path.iterdir()) == [] and tmp_path.stat().st_mtime_ns == before  # the probe leaves no trace
+
+
+def test_claim_takes_the_next_name_when_another_process_made_the_chosen_one(tmp_path: Path) -> None:
+    """Two `platform train` started in one second with one seed both chose `<time>-s<seed>`: the second wrote its
+    config.yaml and run.json into the first's directory (mkdir with exist_ok). Claiming is atomic now."""
+    chosen = RunDir.new_run_path(tmp_path, "toy", "dcl", 1)
+    chosen.path.parent.mkdir(parents=True)
+    chosen.path.mkdir()  # the other process, between the choice and the creation
+    (chosen.path / "run.json").write_text("{}")
+    claimed = RunDir(chosen.path).claim()
+    assert claimed.path.name == f"{chosen.path.name}-2" and claimed.path.is_dir() and not any(claimed.path.iterdir())
+    assert RunDir(chosen.path).claim().path.name == f"{chosen.path.name}-3"
+    assert (chosen.path / "run.json").read_text() == "{}"

@@ -385,3 +385,25 @@ def test_run_open_of_a_damaged_config_yaml_is_one_line(toy_pm: PluginManager, tm
     (run.dir / "config.yaml").write_text("{{{ not : valid : [")
     with pytest.raises(ConfigError, match="malformed YAML in"):
         Run.open(run.dir)
+
+
+def test_two_starts_in_one_second_with_one_seed_get_two_run_directories(toy_pm: PluginManager, tmp_path: Path,
+                                                                         monkeypatch) -> None:
+    """Another `platform train` makes the chosen `<time>-s<seed>` directory between the choice and the creation:
+    this run goes to `-2` and the other's files stay as they are."""
+    from contrastlab.platform.rundir import RunDir
+
+    chosen_by_both = RunDir.new_run_path
+
+    def chosen_then_taken(*args, **kwargs):
+        layout = chosen_by_both(*args, **kwargs)
+        layout.path.mkdir(parents=True)
+        (layout.path / "run.json").write_text('{"status": "running"}')
+        return layout
+
+    monkeypatch.setattr(RunDir, "new_run_path", chosen_then_taken)
+    code, out = train_toy(tmp_path)
+    assert code == 0, out
+    (taken,) = [p for p in tmp_path.glob("*/*/*") if not p.name.endswith("-2")]
+    assert (taken / "run.json").read_text() == '{"status": "running"}' and len(list(taken.iterdir())) == 1
+    assert RunDir(taken.with_name(f"{taken.name}-2")).summary_json.is_file()

@@ -106,3 +106,20 @@ def test_real_read_only_directory(toy_pm: PluginManager, tmp_path: Path) -> None
         assert not list(logdir.iterdir())
     finally:
         logdir.chmod(0o755)
+
+
+def test_a_failed_start_keeps_the_folders_another_run_put_a_run_into(toy_pm: PluginManager, tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """The clean-up removes this start's run directory and the empty folders it made, never a run of another
+    process that appeared in them meanwhile (it removed the whole folder tree it had made)."""
+    other = tmp_path / "runs" / "toy_clusters" / "dcl" / "other-run"
+
+    def another_run_then_read_only(self, *args, **kwargs):
+        other.mkdir(parents=True, exist_ok=True)
+        raise OSError(errno.EROFS, "Read-only file system", str(self))
+
+    monkeypatch.setattr(Path, "write_text", another_run_then_read_only)
+    code, out = run_cli([*TRAIN, "--logdir", str(tmp_path / "runs")])
+    monkeypatch.undo()
+    assert_one_line_error(code, out, "Read-only file system", "--logdir")
+    assert [p.name for p in other.parent.iterdir()] == ["other-run"]

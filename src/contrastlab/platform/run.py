@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -32,7 +31,7 @@ from contrastlab.platform.preflight import preflight
 from contrastlab.platform.progress import ProgressBar
 from contrastlab.platform.resume import check_same_config, rewind_logs
 from contrastlab.platform.rng import rng_state, seed_everything, set_rng_state
-from contrastlab.platform.rundir import RunDir, check_writable_dir, first_missing, write_text_atomic
+from contrastlab.platform.rundir import RunDir, check_writable_dir, first_missing, remove_created, write_text_atomic
 from contrastlab.platform.stopping import GracefulStop
 from contrastlab.platform.sysinfo import hardware_info, package_versions
 from contrastlab.platform.task import TaskConfig, TaskPlugin
@@ -127,14 +126,19 @@ class Run:
             "wall_time_s": 0.0,
         }
         check_writable_dir(logdir, "--logdir")
-        created = first_missing(run_dir)
+        made_parents, made_dir = first_missing(run_dir.parent), False
         try:
-            run_dir.mkdir(parents=True, exist_ok=True)
+            run_dir.parent.mkdir(parents=True, exist_ok=True)
+            if run_name is None:  # another `platform train` may take the same <time>-s<seed> name meanwhile
+                layout = layout.claim()
+                run_dir, made_dir = layout.path, True
+            else:
+                made_dir = not run_dir.exists()
+                run_dir.mkdir(exist_ok=True)
             layout.config_yaml.write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
             layout.run_json.write_text(json.dumps(info, indent=2))
         except OSError as exc:
-            if created is not None:
-                shutil.rmtree(created, ignore_errors=True)  # leave nothing behind
+            remove_created(run_dir, made_dir, made_parents)  # leave nothing behind
             where = exc.filename or run_dir
             raise StorageError(f"--logdir {logdir}: cannot create {where}: {exc.strerror or exc}") from None
         seed_everything(config.seed)

@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
 from contextlib import suppress
@@ -235,6 +236,19 @@ class RunDir:
             layout = cls.location(logdir, plugin, loss, f"{stamp}-{suffix}")
         return layout
 
+    def claim(self) -> RunDir:
+        """Create this new run directory (its parent must exist), or, when another process made it since
+        :meth:`new_run_path` chose it, the next free ``-2``, ``-3``...: two runs started in the same second with the
+        same seed never share a directory (``mkdir`` is atomic)."""
+        base, suffix, layout = self.path.name, 1, self
+        while True:
+            try:
+                layout.path.mkdir()
+                return layout
+            except FileExistsError:
+                suffix += 1
+                layout = RunDir(self.path.with_name(f"{base}-{suffix}"))
+
 
 def read_json(path: Path | str) -> dict[str, Any] | None:
     """The JSON object in ``path``, or ``None`` if it is missing, unreadable or not an object."""
@@ -253,6 +267,23 @@ def first_missing(path: Path | str) -> Path | None:
             break
         missing = candidate
     return missing
+
+
+def remove_created(run_dir: Path, made_dir: bool, made_parents: Path | None) -> None:
+    """Undo a run directory's creation: remove ``run_dir`` with its files if this process made it (``made_dir``),
+    then the empty folders above it up to ``made_parents`` (the outermost one this process made, ``None``: none);
+    a folder another process has put a run into meanwhile stays."""
+    if made_dir:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    if made_parents is None:
+        return
+    for folder in Path(run_dir).parents:
+        if folder != made_parents and made_parents not in folder.parents:
+            break
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another run is in it), or gone
+            break
 
 
 def check_writable_dir(path: Path | str, option: str, *, shown: Path | str | None = None, hint: str = "") -> None:
