@@ -47,11 +47,10 @@ def env() -> dict[str, str]:
                 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="disabled")
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """``ray start --head --block`` on 127.0.0.1 with 2 CPUs; SIGTERM to that process stops the whole cluster."""
+def start_head(log: Path) -> tuple[subprocess.Popen, int] | None:
+    """``ray start --head --block`` on 127.0.0.1 with 2 CPUs on two ports that were free a moment ago; ``None`` if
+    it stopped before it was up (another process took a port in between)."""
     port, client = free_port(), free_port()
-    log = tmp_path_factory.mktemp("ray") / "head.log"
     ray_cli = Path(sys.executable).parent / "ray"
     cmd = [
         str(ray_cli), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
@@ -62,9 +61,26 @@ def cluster(tmp_path_factory):
         head = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env(), start_new_session=True)
     deadline = time.monotonic() + 90
     while "--block" not in log.read_text():
-        if head.poll() is not None or time.monotonic() > deadline:
+        if time.monotonic() > deadline:
             pytest.fail(f"ray head did not start:\n{log.read_text()[-2000:]}")
+        if head.poll() is not None:
+            return None
         time.sleep(0.5)
+    return head, port
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A Ray head on loopback (:func:`start_head`, up to three tries); SIGTERM to it stops the whole cluster."""
+    log = tmp_path_factory.mktemp("ray") / "head.log"
+    started = None
+    for _ in range(3):
+        started = start_head(log)
+        if started is not None:
+            break
+    if started is None:
+        pytest.fail(f"ray head did not start in three tries:\n{log.read_text()[-2000:]}")
+    head, port = started
     assert "Local node IP: 127.0.0.1" in log.read_text(), "the test cluster must stay on loopback"
     yield f"127.0.0.1:{port}"
     head.send_signal(signal.SIGTERM)
