@@ -135,8 +135,7 @@ class Run:
             else:
                 made_dir = not run_dir.exists()
                 run_dir.mkdir(exist_ok=True)
-            layout.config_yaml.write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
-            layout.run_json.write_text(json.dumps(info, indent=2))
+            layout.write_start(yaml.safe_dump(config_to_dict(config), sort_keys=False), json.dumps(info, indent=2))
         except OSError as exc:
             remove_created(run_dir, made_dir, made_parents)  # leave nothing behind
             where = exc.filename or run_dir

@@ -249,6 +249,23 @@ class RunDir:
                 suffix += 1
                 layout = RunDir(self.path.with_name(f"{base}-{suffix}"))
 
+    def write_start(self, config_text: str, info_text: str) -> None:
+        """Write a new run's ``config.yaml``, then its ``run.json``; an ``OSError`` (a full disk...) removes the files
+        this call created before it propagates, so an empty ``--run-name`` folder the user made stays empty (a
+        ``config.yaml`` left alone in it made the next start refuse the folder and suggest a ``--resume`` that
+        could not work)."""
+        created: list[Path] = []
+        try:
+            for path, text in ((self.config_yaml, config_text), (self.run_json, info_text)):
+                if not path.exists():
+                    created.append(path)  # before writing: a write that fails may leave a part of the file
+                path.write_text(text)
+        except OSError:
+            for path in created:
+                with suppress(OSError):
+                    path.unlink()
+            raise
+
 
 def read_json(path: Path | str) -> dict[str, Any] | None:
     """The JSON object in ``path``, or ``None`` if it is missing, unreadable or not an object."""
