@@ -154,3 +154,17 @@ def test_the_live_view_on_a_terminal_shows_the_grid_eta(tmp_path: Path, monkeypa
     assert set(re.findall(r"ETA (\d:\d\d:\d\d)", text)) - {"0:00:00"}, text  # a time left while runs were left
     assert "-:--:--" not in text
     assert re.search(r"4/4 \d:\d\d:\d\d ETA 0:00:00\s*$", text), text[-300:]  # the final bar: nothing left
+
+
+def test_the_live_view_of_a_grid_done_before_says_nothing_is_left(tmp_path: Path, monkeypatch) -> None:
+    """A grid whose runs all finished earlier (every run skipped) starts no run: its only bar said "ETA ?"."""
+    script = tmp_path / "fake_train.py"
+    script.write_text(FAKE_TRAIN)
+    monkeypatch.setenv("FAKE_CALLS", str(tmp_path / "calls.jsonl"))
+    runner.run_grid(grid(), tmp_path / "out", slots=[None], base=[sys.executable, str(script)],
+                    console=Console(file=io.StringIO()), poll=0.05)  # fmt: skip
+    buffer = io.StringIO()
+    runner.run_grid(grid(), tmp_path / "out", slots=[None], base=[sys.executable, str(script)],
+                    console=Console(file=buffer, force_terminal=True, width=200), poll=0.05)  # fmt: skip
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", buffer.getvalue())
+    assert "ETA ?" not in text and re.search(r"4/4 \d:\d\d:\d\d ETA 0:00:00 4 already done\s*$", text), text[-300:]

@@ -264,7 +264,7 @@ def run_grid(
             total=len(points),
             completed=len(results),
             info=f"{len(results)} already done",
-            eta="ETA ?",
+            eta=f"ETA {eta.text(len(results))}",  # 0:00:00 when every run was done before: the loop never runs
         )
         try:
             while pending or running:
