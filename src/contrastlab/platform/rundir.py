@@ -239,8 +239,10 @@ class RunDir:
     def claim(self) -> RunDir:
         """Create this new run directory (its parent must exist), or, when another process made it since
         :meth:`new_run_path` chose it, the next free ``-2``, ``-3``...: two runs started in the same second with the
-        same seed never share a directory (``mkdir`` is atomic)."""
-        base, suffix, layout = self.path.name, 1, self
+        same seed never share a directory (``mkdir`` is atomic). A chosen ``<time>-s<seed>-2`` goes on to ``-3``."""
+        numbered = re.fullmatch(r"(.+-s\d+)-(\d+)", self.path.name)  # not -2-2 (its suffix counted again)
+        base, suffix = (numbered[1], int(numbered[2])) if numbered else (self.path.name, 1)
+        layout = self
         while True:
             try:
                 layout.path.mkdir()
