@@ -196,4 +196,4 @@ def test_the_eta_of_several_slots_does_not_rise_when_the_last_runs_start(monkeyp
     live.start(4)
     seen.append(eta.seconds_left(4))
     assert seen == pytest.approx([150.0, 110.0, 100.0])
-    assert grid_progress.busy_span([0.5, 0.2], [1.0, 1.0, 0.5], slots=2) == pytest.approx(1.7)  # .2+1, .5+1, then 1.2+.5
+    assert grid_progress.busy_span([0.5, 0.2], [1.0, 1.0, 0.5], slots=2) == pytest.approx(1.7)  # .2+1, .5+1, 1.2+.5
