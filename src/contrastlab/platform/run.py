@@ -129,12 +129,9 @@ class Run:
         made_parents, made_dir = first_missing(run_dir.parent), False
         try:
             run_dir.parent.mkdir(parents=True, exist_ok=True)
-            if run_name is None:  # another `platform train` may take the same <time>-s<seed> name meanwhile
-                layout = layout.claim()
-                run_dir, made_dir = layout.path, True
-            else:
-                made_dir = not run_dir.exists()
-                run_dir.mkdir(exist_ok=True)
+            # atomic: another `platform train` may take the same name meanwhile (<time>-s<seed>: the next is taken)
+            layout, made_dir = (layout.claim(), True) if run_name is None else (layout, layout.make_named())
+            run_dir = layout.path
             layout.write_start(yaml.safe_dump(config_to_dict(config), sort_keys=False), json.dumps(info, indent=2))
         except OSError as exc:
             remove_created(run_dir, made_dir, made_parents)  # leave nothing behind

@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from contrastlab.platform.errors import RunDirError, StorageError
+from contrastlab.platform.errors import ConfigError, RunDirError, StorageError
 
 _CHECKPOINT = re.compile(r"^step_(\d+)\.pt$")
 
@@ -216,8 +216,6 @@ class RunDir:
         ``.../<name>``. A bad ``name`` or a non-empty existing ``name`` directory raise (nothing is created)."""
         if name is not None:
             if not name or "/" in name or "\\" in name or name in {".", ".."}:
-                from contrastlab.platform.errors import ConfigError
-
                 raise ConfigError(f"--run-name must be a plain directory name (no '/'), got '{name}'")
             layout = cls.location(logdir, plugin, loss, name)
             if layout.path.is_dir() and any(layout.path.iterdir()):
@@ -251,17 +249,33 @@ class RunDir:
                 suffix += 1
                 layout = RunDir(self.path.with_name(f"{base}-{suffix}"))
 
+    def make_named(self) -> bool:
+        """Create this ``--run-name`` directory (its parent must exist); ``False``: it was there already (an empty
+        folder: :meth:`new_run_path` refused a non-empty one), so it is not this start's to remove."""
+        try:
+            self.path.mkdir()
+        except FileExistsError:
+            return False
+        return True
+
     def write_start(self, config_text: str, info_text: str) -> None:
-        """Write a new run's ``config.yaml``, then its ``run.json``; an ``OSError`` (a full disk...) removes the files
-        this call created before it propagates, so an empty ``--run-name`` folder the user made stays empty (a
-        ``config.yaml`` left alone in it made the next start refuse the folder and suggest a ``--resume`` that
-        could not work)."""
+        """Write a new run's ``config.yaml``, then its ``run.json``. ``config.yaml`` is created exclusively: one
+        made by another start meanwhile (the same ``--run-name`` started twice) raises :class:`ConfigError` and
+        is left alone. An ``OSError`` (a full disk...) removes the files this call created before it propagates,
+        so an empty ``--run-name`` folder the user made stays empty (a ``config.yaml`` left alone in it made the
+        next start refuse the folder and suggest a ``--resume`` that could not work)."""
         created: list[Path] = []
         try:
-            for path, text in ((self.config_yaml, config_text), (self.run_json, info_text)):
-                if not path.exists():
-                    created.append(path)  # before writing: a write that fails may leave a part of the file
-                path.write_text(text)
+            try:
+                self.config_yaml.touch(exist_ok=False)  # atomic: the start that makes it owns the directory
+            except FileExistsError:
+                raise ConfigError(f"run directory {self.path} was just started by another platform train; choose "
+                                  "another --run-name") from None
+            created.append(self.config_yaml)
+            self.config_yaml.write_text(config_text)
+            if not self.run_json.exists():
+                created.append(self.run_json)  # before writing: a write that fails may leave a part of the file
+            self.run_json.write_text(info_text)
         except OSError:
             for path in created:
                 with suppress(OSError):
