@@ -430,3 +430,21 @@ def test_a_run_name_another_start_took_meanwhile_is_refused_and_left_alone(toy_p
     (theirs,) = tmp_path.glob("*/*/*")
     assert [p.name for p in theirs.iterdir()] == ["config.yaml"]
     assert (theirs / "config.yaml").read_text() == "theirs: 1\n"
+
+
+def test_a_torchrun_rank_that_comes_after_rank_0_takes_the_named_run_directory(toy_pm: PluginManager,
+                                                                               tmp_path: Path, monkeypatch) -> None:
+    """`torchrun ... platform train --run-name X`: every rank calls Run.create; a rank that got there after rank 0
+    had written X's config.yaml was refused ("already exists; continue it with --resume") and stopped the job."""
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.plugins import get_task_plugin
+    from contrastlab.platform.run import Run
+
+    task = get_task_plugin("toy_clusters")
+    config = resolve_config(task, loss="dcl", seed=3)
+    rank0 = Run.create(task, config, tmp_path, run_name="ddp")
+    before = {p.name: p.read_bytes() for p in rank0.dir.iterdir()}
+    monkeypatch.setenv("RANK", "1")
+    rank1 = Run.create(task, config, tmp_path, run_name="ddp")
+    assert rank1.dir == rank0.dir and not rank1.is_main
+    assert {p.name: p.read_bytes() for p in rank0.dir.iterdir()} == before  # rank 1 writes nothing

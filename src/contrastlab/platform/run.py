@@ -109,7 +109,8 @@ class Run:
         """Make a new run directory ``<logdir>/<plugin>/<loss>/<time>-s<seed>`` (or ``.../<run_name>``) after the
         pre-flight check (:func:`~contrastlab.platform.preflight.preflight`); nothing is written if it fails."""
         preflight(plugin, config)
-        layout = RunDir.new_run_path(logdir, plugin.name, config.loss.name, config.seed, run_name)
+        layout = RunDir.new_run_path(logdir, plugin.name, config.loss.name, config.seed, run_name,
+                                     existing_ok=not is_main_process())  # rank 0 may have made it already
         run_dir = layout.path
         if not is_main_process():
             seed_everything(config.seed)

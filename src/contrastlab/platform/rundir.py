@@ -210,15 +210,17 @@ class RunDir:
 
     @classmethod
     def new_run_path(
-        cls, logdir: Path | str, plugin: str, loss: str, seed: int, name: str | None = None
+        cls, logdir: Path | str, plugin: str, loss: str, seed: int, name: str | None = None, *,
+        existing_ok: bool = False,
     ) -> RunDir:
         """Where a new run goes: ``<logdir>/<plugin>/<loss>/<time>-s<seed>`` (``-2``, ``-3``... if taken), or
-        ``.../<name>``. A bad ``name`` or a non-empty existing ``name`` directory raise (nothing is created)."""
+        ``.../<name>``. A bad ``name`` or a non-empty existing ``name`` directory raise (nothing is created), unless
+        ``existing_ok`` (a non-zero ``torchrun`` rank: rank 0 may have started the run there already)."""
         if name is not None:
             if not name or "/" in name or "\\" in name or name in {".", ".."}:
                 raise ConfigError(f"--run-name must be a plain directory name (no '/'), got '{name}'")
             layout = cls.location(logdir, plugin, loss, name)
-            if layout.path.is_dir() and any(layout.path.iterdir()):
+            if not existing_ok and layout.path.is_dir() and any(layout.path.iterdir()):
                 if layout.info().get("status") == "completed":
                     raise RunDirError(f"run directory {layout.path} already holds a completed run (its results: "
                                       f"{layout.summary_json}); choose another --run-name")
