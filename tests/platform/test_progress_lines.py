@@ -7,6 +7,7 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 from test_compare_runner import FAKE_TRAIN, grid
 
@@ -154,3 +155,45 @@ def test_the_live_view_on_a_terminal_shows_the_grid_eta(tmp_path: Path, monkeypa
     assert set(re.findall(r"ETA (\d:\d\d:\d\d)", text)) - {"0:00:00"}, text  # a time left while runs were left
     assert "-:--:--" not in text
     assert re.search(r"4/4 \d:\d\d:\d\d ETA 0:00:00\s*$", text), text[-300:]  # the final bar: nothing left
+
+
+def test_the_live_view_of_a_grid_done_before_says_nothing_is_left(tmp_path: Path, monkeypatch) -> None:
+    """A grid whose runs all finished earlier (every run skipped) starts no run: its only bar said "ETA ?"."""
+    script = tmp_path / "fake_train.py"
+    script.write_text(FAKE_TRAIN)
+    monkeypatch.setenv("FAKE_CALLS", str(tmp_path / "calls.jsonl"))
+    runner.run_grid(grid(), tmp_path / "out", slots=[None], base=[sys.executable, str(script)],
+                    console=Console(file=io.StringIO()), poll=0.05)  # fmt: skip
+    buffer = io.StringIO()
+    runner.run_grid(grid(), tmp_path / "out", slots=[None], base=[sys.executable, str(script)],
+                    console=Console(file=buffer, force_terminal=True, width=200), poll=0.05)  # fmt: skip
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", buffer.getvalue())
+    assert "ETA ?" not in text and re.search(r"4/4 \d:\d\d:\d\d ETA 0:00:00 4 already done\s*$", text), text[-300:]
+
+
+def test_the_eta_of_several_slots_does_not_rise_when_the_last_runs_start(monkeypatch) -> None:
+    """5 runs of 100 s, 4 at a time: the work left was shared out over the 4 slots, so at 90 s the ETA said 35 s
+    (1.4 runs ÷ 4) and rose to 100 s when the fifth run started alone. The runs are placed on the slots now."""
+    from contrastlab.experiments import grid_progress
+
+    clock, parts = [0.0], dict.fromkeys(range(5), 0.0)
+    monkeypatch.setattr(grid_progress.time, "monotonic", lambda: clock[0])
+    live = grid_progress.LiveProgress(dict(parts), lambda i: parts[i])
+    eta = grid_progress.GridEta(total=5, slots=4)
+    eta.work_left, eta.parts_left, eta.paces = live.work_left, live.parts_left, live.paces
+    for i in range(4):
+        live.start(i)
+    seen = []
+    for now in (50.0, 90.0):
+        clock[0] = now
+        parts.update(dict.fromkeys(range(4), now / 100))
+        live.refresh(range(4))
+        seen.append(eta.seconds_left(0))
+    clock[0] = 100.0
+    for i in range(4):
+        live.stop(i)
+        eta.finished(100.0)
+    live.start(4)
+    seen.append(eta.seconds_left(4))
+    assert seen == pytest.approx([150.0, 110.0, 100.0])
+    assert grid_progress.busy_span([0.5, 0.2], [1.0, 1.0, 0.5], slots=2) == pytest.approx(1.7)  # .2+1, .5+1, 1.2+.5

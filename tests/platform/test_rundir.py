@@ -131,3 +131,6 @@ def test_claim_takes_the_next_name_when_another_process_made_the_chosen_one(tmp_
     assert claimed.path.name == f"{chosen.path.name}-2" and claimed.path.is_dir() and not any(claimed.path.iterdir())
     assert RunDir(chosen.path).claim().path.name == f"{chosen.path.name}-3"
     assert (chosen.path / "run.json").read_text() == "{}"
+    numbered = RunDir(chosen.path.with_name(f"{chosen.path.name}-4"))  # what new_run_path chooses next
+    numbered.path.mkdir()  # taken meanwhile too
+    assert numbered.claim().path.name == f"{chosen.path.name}-5"  # not -4-2

@@ -407,3 +407,44 @@ def test_two_starts_in_one_second_with_one_seed_get_two_run_directories(toy_pm: 
     (taken,) = [p for p in tmp_path.glob("*/*/*") if not p.name.endswith("-2")]
     assert (taken / "run.json").read_text() == '{"status": "running"}' and len(list(taken.iterdir())) == 1
     assert RunDir(taken.with_name(f"{taken.name}-2")).summary_json.is_file()
+
+
+def test_a_run_name_another_start_took_meanwhile_is_refused_and_left_alone(toy_pm: PluginManager, tmp_path: Path,
+                                                                           monkeypatch) -> None:
+    """The same `--run-name` started twice at once (two terminals; every run of `platform compare` has one): the
+    second found the first's directory, went on with mkdir(exist_ok) and wrote its config.yaml and run.json over
+    the first's. Taking config.yaml is exclusive now: the second stops and touches nothing."""
+    from contrastlab.platform.rundir import RunDir
+
+    chosen_by_both = RunDir.new_run_path
+
+    def chosen_then_taken(*args, **kwargs):
+        layout = chosen_by_both(*args, **kwargs)
+        layout.path.mkdir(parents=True)
+        layout.config_yaml.write_text("theirs: 1\n")
+        return layout
+
+    monkeypatch.setattr(RunDir, "new_run_path", chosen_then_taken)
+    code, out = train_toy(tmp_path, "--run-name", "mine")
+    assert code == 2 and "was just started by another platform train; choose another --run-name" in out, out
+    (theirs,) = tmp_path.glob("*/*/*")
+    assert [p.name for p in theirs.iterdir()] == ["config.yaml"]
+    assert (theirs / "config.yaml").read_text() == "theirs: 1\n"
+
+
+def test_a_torchrun_rank_that_comes_after_rank_0_takes_the_named_run_directory(toy_pm: PluginManager,
+                                                                               tmp_path: Path, monkeypatch) -> None:
+    """`torchrun ... platform train --run-name X`: every rank calls Run.create; a rank that got there after rank 0
+    had written X's config.yaml was refused ("already exists; continue it with --resume") and stopped the job."""
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.plugins import get_task_plugin
+    from contrastlab.platform.run import Run
+
+    task = get_task_plugin("toy_clusters")
+    config = resolve_config(task, loss="dcl", seed=3)
+    rank0 = Run.create(task, config, tmp_path, run_name="ddp")
+    before = {p.name: p.read_bytes() for p in rank0.dir.iterdir()}
+    monkeypatch.setenv("RANK", "1")
+    rank1 = Run.create(task, config, tmp_path, run_name="ddp")
+    assert rank1.dir == rank0.dir and not rank1.is_main
+    assert {p.name: p.read_bytes() for p in rank0.dir.iterdir()} == before  # rank 1 writes nothing

@@ -123,3 +123,25 @@ def test_a_failed_start_keeps_the_folders_another_run_put_a_run_into(toy_pm: Plu
     monkeypatch.undo()
     assert_one_line_error(code, out, "Read-only file system", "--logdir")
     assert [p.name for p in other.parent.iterdir()] == ["other-run"]
+
+
+def test_a_failed_start_in_the_users_empty_run_name_folder_leaves_it_empty(toy_pm: PluginManager, tmp_path: Path,
+                                                                           monkeypatch) -> None:
+    """A full disk while writing run.json left config.yaml in the user's own empty `--run-name` folder: the folder
+    stayed (right) but the next start refused it and suggested a `--resume` that could not work (no run.json)."""
+    mine = tmp_path / "runs" / "toy_clusters" / "dcl" / "mine"
+    mine.mkdir(parents=True)
+    write_text = Path.write_text
+
+    def disk_full_at_run_json(self, *args, **kwargs):
+        if self.name == "run.json":
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", disk_full_at_run_json)
+    code, out = run_cli([*TRAIN, "--logdir", str(tmp_path / "runs"), "--run-name", "mine"])
+    monkeypatch.undo()
+    assert_one_line_error(code, out, "No space left on device", "--logdir")
+    assert mine.is_dir() and list(mine.iterdir()) == []  # the user's folder stays, as it was
+    code, out = run_cli([*TRAIN, "--logdir", str(tmp_path / "runs"), "--run-name", "mine"])
+    assert code == 0, out

@@ -1,7 +1,9 @@
 """How far a ``platform compare`` grid is: one time-left estimate for both of its views (the live rich bar on a
 terminal, the plain lines elsewhere).
 
-The estimate is the typical whole-run time × the work left ÷ the runs at a time. A whole run's time comes from
+The estimate is the typical whole-run time × how long the work left keeps the slots busy: the running runs'
+parts left, then each waiting run in the first slot to free up (so the last runs of a grid with several slots,
+running alone, are not counted as shared out over all of them). A whole run's time comes from
 the runs that started fresh, else from resumed runs scaled by the part they had left, else (before any run
 finished) from the running runs' progress so far. The work left counts every unfinished run by the part it has
 left, read from its ``run.json`` ``progress`` (written with each checkpoint), so the estimate falls while runs
@@ -10,6 +12,7 @@ train, not only when one finishes.
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,6 +39,9 @@ class GridEta:
         self.work_left: Callable[[], float] | None = None
         """``() -> float``: the unfinished runs, in whole runs (a run counts the part it has left); ``None``: each
         unfinished run counts as a whole one."""
+        self.parts_left: Callable[[], tuple[Sequence[float], Sequence[float]]] | None = None
+        """``() -> (running, waiting)``: the part each running run and each waiting run has left, in start order;
+        when set, the estimate places them on the slots (it takes precedence over :attr:`work_left`)."""
         self.paces: Callable[[], Sequence[float]] | None = None
         """``() -> whole-run seconds`` extrapolated from the running runs' progress; used until a run finished."""
 
@@ -54,13 +60,27 @@ class GridEta:
         typical = list(self.fresh or self.durations or (self.paces() if self.paces is not None else []))
         if not typical:
             return None
-        left = remaining if self.work_left is None else self.work_left()
-        return sum(typical) / len(typical) * left / min(self.slots, remaining)
+        if self.parts_left is not None:
+            span = busy_span(*self.parts_left(), self.slots)
+        else:
+            left = remaining if self.work_left is None else self.work_left()
+            span = left / min(self.slots, remaining)
+        return sum(typical) / len(typical) * span
 
     def text(self, done: int) -> str:
         """``0:12:30``, or ``?`` when unknown."""
         seconds = self.seconds_left(done)
         return "?" if seconds is None else clock(seconds)
+
+
+def busy_span(running: Sequence[float], waiting: Sequence[float], slots: int) -> float:
+    """How long ``slots`` stay busy, in whole runs: each slot first finishes its ``running`` run's part left, then
+    each ``waiting`` run (in order) goes to the slot that frees up first."""
+    free_at = sorted(running)[-slots:] if len(running) >= slots else [*running, *[0.0] * (slots - len(running))]
+    heapq.heapify(free_at)
+    for part in waiting:
+        heapq.heappush(free_at, heapq.heappop(free_at) + part)
+    return max(free_at, default=0.0)
 
 
 class LiveProgress:
@@ -89,6 +109,12 @@ class LiveProgress:
     def work_left(self) -> float:
         """The unfinished runs' work, in whole runs."""
         return sum(1.0 - part for part in self.now.values())
+
+    def parts_left(self) -> tuple[list[float], list[float]]:
+        """The part left of each running run, and of each waiting one (in the order they will start)."""
+        running = [1.0 - part for index, part in self.now.items() if index in self.started]
+        waiting = [1.0 - part for index, part in sorted(self.now.items()) if index not in self.started]
+        return running, waiting
 
     def paces(self) -> list[float]:
         """Whole-run seconds at the pace of each running run that got far enough to tell."""

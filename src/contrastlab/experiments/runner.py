@@ -250,7 +250,7 @@ def run_grid(
     part_done = {i: RunDir(points[i].run_dir(out)).progress() for i in pending}  # by the runs resumed here
     live = LiveProgress(part_done, lambda i: RunDir(points[i].run_dir(out)).progress())
     eta = GridEta(len(points), len(slots))
-    eta.work_left, eta.paces = live.work_left, live.paces
+    eta.work_left, eta.parts_left, eta.paces = live.work_left, live.parts_left, live.paces
     plain = None if console.is_terminal else PlainProgress(console, len(points), len(results), len(slots),
                                                            report_every, eta)
 
@@ -264,7 +264,7 @@ def run_grid(
             total=len(points),
             completed=len(results),
             info=f"{len(results)} already done",
-            eta="ETA ?",
+            eta=f"ETA {eta.text(len(results))}",  # 0:00:00 when every run was done before: the loop never runs
         )
         try:
             while pending or running:

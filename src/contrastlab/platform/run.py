@@ -109,7 +109,8 @@ class Run:
         """Make a new run directory ``<logdir>/<plugin>/<loss>/<time>-s<seed>`` (or ``.../<run_name>``) after the
         pre-flight check (:func:`~contrastlab.platform.preflight.preflight`); nothing is written if it fails."""
         preflight(plugin, config)
-        layout = RunDir.new_run_path(logdir, plugin.name, config.loss.name, config.seed, run_name)
+        layout = RunDir.new_run_path(logdir, plugin.name, config.loss.name, config.seed, run_name,
+                                     existing_ok=not is_main_process())  # rank 0 may have made it already
         run_dir = layout.path
         if not is_main_process():
             seed_everything(config.seed)
@@ -129,14 +130,10 @@ class Run:
         made_parents, made_dir = first_missing(run_dir.parent), False
         try:
             run_dir.parent.mkdir(parents=True, exist_ok=True)
-            if run_name is None:  # another `platform train` may take the same <time>-s<seed> name meanwhile
-                layout = layout.claim()
-                run_dir, made_dir = layout.path, True
-            else:
-                made_dir = not run_dir.exists()
-                run_dir.mkdir(exist_ok=True)
-            layout.config_yaml.write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
-            layout.run_json.write_text(json.dumps(info, indent=2))
+            # atomic: another `platform train` may take the same name meanwhile (<time>-s<seed>: the next is taken)
+            layout, made_dir = (layout.claim(), True) if run_name is None else (layout, layout.make_named())
+            run_dir = layout.path
+            layout.write_start(yaml.safe_dump(config_to_dict(config), sort_keys=False), json.dumps(info, indent=2))
         except OSError as exc:
             remove_created(run_dir, made_dir, made_parents)  # leave nothing behind
             where = exc.filename or run_dir

@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from contrastlab.platform.errors import RunDirError, StorageError
+from contrastlab.platform.errors import ConfigError, RunDirError, StorageError
 
 _CHECKPOINT = re.compile(r"^step_(\d+)\.pt$")
 
@@ -210,17 +210,17 @@ class RunDir:
 
     @classmethod
     def new_run_path(
-        cls, logdir: Path | str, plugin: str, loss: str, seed: int, name: str | None = None
+        cls, logdir: Path | str, plugin: str, loss: str, seed: int, name: str | None = None, *,
+        existing_ok: bool = False,
     ) -> RunDir:
         """Where a new run goes: ``<logdir>/<plugin>/<loss>/<time>-s<seed>`` (``-2``, ``-3``... if taken), or
-        ``.../<name>``. A bad ``name`` or a non-empty existing ``name`` directory raise (nothing is created)."""
+        ``.../<name>``. A bad ``name`` or a non-empty existing ``name`` directory raise (nothing is created), unless
+        ``existing_ok`` (a non-zero ``torchrun`` rank: rank 0 may have started the run there already)."""
         if name is not None:
             if not name or "/" in name or "\\" in name or name in {".", ".."}:
-                from contrastlab.platform.errors import ConfigError
-
                 raise ConfigError(f"--run-name must be a plain directory name (no '/'), got '{name}'")
             layout = cls.location(logdir, plugin, loss, name)
-            if layout.path.is_dir() and any(layout.path.iterdir()):
+            if not existing_ok and layout.path.is_dir() and any(layout.path.iterdir()):
                 if layout.info().get("status") == "completed":
                     raise RunDirError(f"run directory {layout.path} already holds a completed run (its results: "
                                       f"{layout.summary_json}); choose another --run-name")
@@ -239,8 +239,10 @@ class RunDir:
     def claim(self) -> RunDir:
         """Create this new run directory (its parent must exist), or, when another process made it since
         :meth:`new_run_path` chose it, the next free ``-2``, ``-3``...: two runs started in the same second with the
-        same seed never share a directory (``mkdir`` is atomic)."""
-        base, suffix, layout = self.path.name, 1, self
+        same seed never share a directory (``mkdir`` is atomic). A chosen ``<time>-s<seed>-2`` goes on to ``-3``."""
+        numbered = re.fullmatch(r"(.+-s\d+)-(\d+)", self.path.name)  # not -2-2 (its suffix counted again)
+        base, suffix = (numbered[1], int(numbered[2])) if numbered else (self.path.name, 1)
+        layout = self
         while True:
             try:
                 layout.path.mkdir()
@@ -248,6 +250,39 @@ class RunDir:
             except FileExistsError:
                 suffix += 1
                 layout = RunDir(self.path.with_name(f"{base}-{suffix}"))
+
+    def make_named(self) -> bool:
+        """Create this ``--run-name`` directory (its parent must exist); ``False``: it was there already (an empty
+        folder: :meth:`new_run_path` refused a non-empty one), so it is not this start's to remove."""
+        try:
+            self.path.mkdir()
+        except FileExistsError:
+            return False
+        return True
+
+    def write_start(self, config_text: str, info_text: str) -> None:
+        """Write a new run's ``config.yaml``, then its ``run.json``. ``config.yaml`` is created exclusively: one
+        made by another start meanwhile (the same ``--run-name`` started twice) raises :class:`ConfigError` and
+        is left alone. An ``OSError`` (a full disk...) removes the files this call created before it propagates,
+        so an empty ``--run-name`` folder the user made stays empty (a ``config.yaml`` left alone in it made the
+        next start refuse the folder and suggest a ``--resume`` that could not work)."""
+        created: list[Path] = []
+        try:
+            try:
+                self.config_yaml.touch(exist_ok=False)  # atomic: the start that makes it owns the directory
+            except FileExistsError:
+                raise ConfigError(f"run directory {self.path} was just started by another platform train; choose "
+                                  "another --run-name") from None
+            created.append(self.config_yaml)
+            self.config_yaml.write_text(config_text)
+            if not self.run_json.exists():
+                created.append(self.run_json)  # before writing: a write that fails may leave a part of the file
+            self.run_json.write_text(info_text)
+        except OSError:
+            for path in created:
+                with suppress(OSError):
+                    path.unlink()
+            raise
 
 
 def read_json(path: Path | str) -> dict[str, Any] | None:
