@@ -140,7 +140,7 @@ class PlainProgress:
         """``grid: 3/12 done (1 skipped), 2 running, 1 failed, elapsed 0:04:10, ETA 0:12:30``."""
         eta = self.eta.text(done)
         if eta == "?":
-            eta = "? (no run finished yet)"
+            eta = "? (no run completed yet)"
         skipped = f" ({self.skipped} skipped)" if self.skipped else ""
         return (
             f"grid: {done}/{self.total} done{skipped}, {running} running, {failed} failed, "

@@ -319,10 +319,10 @@ def run_grid(
                     del running[slot]
                     free.append(slot)
                     n_fail = n_failed()
-                    progress.update(overall, completed=len(results), info=f"{n_fail} failed" * bool(n_fail),
-                                    eta=f"ETA {eta.text(len(results))}")
                     if results[i].status == "completed":
                         eta.finished(secs, part_done[i])
+                    progress.update(overall, completed=len(results), info=f"{n_fail} failed" * bool(n_fail),
+                                    eta=f"ETA {eta.text(len(results))}")
                     if plain is not None:
                         plain.report(len(results), len(running), n_fail, ended=True)
                 if running:
