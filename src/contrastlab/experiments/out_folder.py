@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from contrastlab.experiments import runner
@@ -13,6 +14,9 @@ __all__ = ["LOCK_FILE", "acquire_lock", "refuse_busy_out", "refuse_inside_a_run"
 
 LOCK_FILE = ".compare.lock"
 """Holds the pid of the ``platform compare`` running in an ``OUT``."""
+
+LOCK_WRITE_S = 10.0
+"""A lock file without a pid younger than this is a compare writing it, not a stale one."""
 
 
 def refuse_busy_out(out: Path) -> None:
@@ -40,12 +44,31 @@ def refuse_other_plugin(out: Path, plugin: str) -> None:
 
 
 def acquire_lock(out: Path) -> Path:
-    """Refuse to run two ``platform compare`` in the same ``OUT`` at once; returns the lock file."""
+    """Refuse to run two ``platform compare`` in the same ``OUT`` at once; returns the lock file (holding this pid).
+
+    The lock is created exclusively (``O_EXCL``), so of two compares started at the same moment (a shell loop with
+    ``&``) only one gets it; a lock whose pid is gone (a compare that died) is replaced. A lock still without a pid
+    is another compare between creating and writing it, unless it is older than ``LOCK_WRITE_S``."""
     refuse_busy_out(out)
     out.mkdir(parents=True, exist_ok=True)
     lock = out / LOCK_FILE
-    lock.write_text(str(os.getpid()))
-    return lock
+    for _ in range(3):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            refuse_busy_out(out)  # a live compare holds it
+            try:
+                written, age = lock.read_text().strip(), time.time() - lock.stat().st_mtime
+            except OSError:  # removed meanwhile: try again
+                continue
+            if not written and age < LOCK_WRITE_S:
+                break
+            lock.unlink(missing_ok=True)  # stale
+            continue
+        with os.fdopen(fd, "w") as fh:
+            fh.write(str(os.getpid()))
+        return lock
+    raise ConfigError(f"--out {out}: another platform compare is starting there")
 
 
 def refuse_inside_a_run(out: Path) -> None:
