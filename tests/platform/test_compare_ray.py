@@ -8,6 +8,7 @@ checks that run directories are shipped back to the driver. Ctrl-C stops compare
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import re
@@ -64,6 +65,8 @@ def start_head(log: Path) -> tuple[subprocess.Popen, int] | None:
         if time.monotonic() > deadline:
             pytest.fail(f"ray head did not start:\n{log.read_text()[-2000:]}")
         if head.poll() is not None:
+            with contextlib.suppress(ProcessLookupError):  # whatever it had started (its own session) goes too
+                os.killpg(head.pid, signal.SIGKILL)
             return None
         time.sleep(0.5)
     return head, port
