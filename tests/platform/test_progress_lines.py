@@ -98,12 +98,12 @@ def test_plain_progress_eta_counts_what_resumed_runs_have_left() -> None:
     still to do (1.5 whole runs of work) half of what it is."""
     buffer = io.StringIO()
     plain = runner.PlainProgress(Console(file=buffer, force_terminal=False), total=4, skipped=0, slots=1, every=3600)
-    left = [1.5]
-    plain.eta.work_left = lambda: left[0]
+    left = [[0.5, 1.0]]  # the part left of each waiting run
+    plain.eta.parts_left = lambda: ([], left[0])
     plain.eta.finished(10.0, part=0.5)  # a whole run ≈ 20 s; 1.5 runs of work left
     plain.report(1, 0, 0, ended=True)
     assert buffer.getvalue().splitlines()[-1].endswith("ETA 0:00:30")
-    left[0] = 1.0
+    left[0] = [1.0]
     plain.eta.finished(40.0)  # a fresh run: the better measure of a whole run
     plain.report(2, 0, 0, ended=True)
     assert buffer.getvalue().splitlines()[-1].endswith("ETA 0:00:40")
@@ -118,7 +118,7 @@ def test_the_eta_falls_while_runs_train_and_is_known_before_the_first_finishes(m
     monkeypatch.setattr(grid_progress.time, "monotonic", lambda: clock[0])
     live = grid_progress.LiveProgress({0: 0.0, 1: 0.5, 2: 0.0}, lambda i: parts[i])  # run 1 resumes at 50 %
     eta = grid_progress.GridEta(total=3, slots=2)
-    eta.work_left, eta.paces = live.work_left, live.paces
+    eta.parts_left, eta.paces = live.parts_left, live.paces
     live.start(0)
     live.start(1)
     clock[0] = 110.0
@@ -128,14 +128,14 @@ def test_the_eta_falls_while_runs_train_and_is_known_before_the_first_finishes(m
     clock[0] = 160.0
     parts[0], parts[1] = 0.25, 0.75  # both at 60 s per quarter: a whole run ≈ 240 s
     live.refresh([0, 1])
-    assert live.work_left() == 0.75 + 0.25 + 1.0
-    assert eta.seconds_left(0) == 240.0 * 2.0 / 2
+    assert live.parts_left() == ([0.75, 0.25], [1.0])
+    assert eta.seconds_left(0) == 240.0 * (0.25 + 1.0)  # run 2 starts in the slot run 1 frees
     parts[0] = 0.0  # a run.json rewritten by a resume never moves the estimate back
     live.refresh([0])
-    assert live.work_left() == 2.0
+    assert live.parts_left() == ([0.75, 0.25], [1.0])
     live.stop(1)  # run 1 ended: nothing left of it
     eta.finished(60.0, part=0.5)  # 60 s for its last half: a whole run ≈ 120 s
-    assert eta.seconds_left(1) == 120.0 * (0.75 + 1.0) / 2
+    assert eta.seconds_left(1) == 120.0 * 1.0  # run 2, whole, in the free slot; run 0 has 0.75 left
     assert eta.seconds_left(3) == 0.0
 
 
@@ -180,7 +180,7 @@ def test_the_eta_of_several_slots_does_not_rise_when_the_last_runs_start(monkeyp
     monkeypatch.setattr(grid_progress.time, "monotonic", lambda: clock[0])
     live = grid_progress.LiveProgress(dict(parts), lambda i: parts[i])
     eta = grid_progress.GridEta(total=5, slots=4)
-    eta.work_left, eta.parts_left, eta.paces = live.work_left, live.parts_left, live.paces
+    eta.parts_left, eta.paces = live.parts_left, live.paces
     for i in range(4):
         live.start(i)
     seen = []

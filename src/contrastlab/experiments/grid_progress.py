@@ -36,12 +36,9 @@ class GridEta:
         """Whole-run seconds of the runs finished here (a resumed run's time scaled by the part it had left)."""
         self.fresh: list[float] = []
         """Those of the runs that started from scratch (the better estimate)."""
-        self.work_left: Callable[[], float] | None = None
-        """``() -> float``: the unfinished runs, in whole runs (a run counts the part it has left); ``None``: each
-        unfinished run counts as a whole one."""
         self.parts_left: Callable[[], tuple[Sequence[float], Sequence[float]]] | None = None
-        """``() -> (running, waiting)``: the part each running run and each waiting run has left, in start order;
-        when set, the estimate places them on the slots (it takes precedence over :attr:`work_left`)."""
+        """``() -> (running, waiting)``: the part each running run and each waiting run has left, in start order,
+        which the estimate places on the slots; ``None``: every unfinished run waits, whole."""
         self.paces: Callable[[], Sequence[float]] | None = None
         """``() -> whole-run seconds`` extrapolated from the running runs' progress; used until a run finished."""
 
@@ -60,12 +57,8 @@ class GridEta:
         typical = list(self.fresh or self.durations or (self.paces() if self.paces is not None else []))
         if not typical:
             return None
-        if self.parts_left is not None:
-            span = busy_span(*self.parts_left(), self.slots)
-        else:
-            left = remaining if self.work_left is None else self.work_left()
-            span = left / min(self.slots, remaining)
-        return sum(typical) / len(typical) * span
+        running, waiting = self.parts_left() if self.parts_left is not None else ([], [1.0] * remaining)
+        return sum(typical) / len(typical) * busy_span(running, waiting, self.slots)
 
     def text(self, done: int) -> str:
         """``0:12:30``, or ``?`` when unknown."""
@@ -76,7 +69,7 @@ class GridEta:
 def busy_span(running: Sequence[float], waiting: Sequence[float], slots: int) -> float:
     """How long ``slots`` stay busy, in whole runs: each slot first finishes its ``running`` run's part left, then
     each ``waiting`` run (in order) goes to the slot that frees up first."""
-    free_at = sorted(running)[-slots:] if len(running) >= slots else [*running, *[0.0] * (slots - len(running))]
+    free_at = [*running, *[0.0] * (slots - len(running))]  # never more running runs than slots
     heapq.heapify(free_at)
     for part in waiting:
         heapq.heappush(free_at, heapq.heappop(free_at) + part)
@@ -105,10 +98,6 @@ class LiveProgress:
         """Run ``index`` ended (finished or failed): it has no work left in this grid."""
         self.started.pop(index, None)
         self.now.pop(index, None)
-
-    def work_left(self) -> float:
-        """The unfinished runs' work, in whole runs."""
-        return sum(1.0 - part for part in self.now.values())
 
     def parts_left(self) -> tuple[list[float], list[float]]:
         """The part left of each running run, and of each waiting one (in the order they will start)."""

@@ -250,7 +250,7 @@ def run_grid(
     part_done = {i: RunDir(points[i].run_dir(out)).progress() for i in pending}  # by the runs resumed here
     live = LiveProgress(part_done, lambda i: RunDir(points[i].run_dir(out)).progress())
     eta = GridEta(len(points), len(slots))
-    eta.work_left, eta.parts_left, eta.paces = live.work_left, live.parts_left, live.paces
+    eta.parts_left, eta.paces = live.parts_left, live.paces
     plain = None if console.is_terminal else PlainProgress(console, len(points), len(results), len(slots),
                                                            report_every, eta)
 
