@@ -74,8 +74,7 @@ def acquire_lock(out: Path) -> Path:
 def refuse_inside_a_run(out: Path) -> None:
     """Refuse an ``OUT`` that is a run directory of ``platform train`` or lies inside one: the grid's runs, tables
     and logs would be written among that run's files (``platform report`` refuses such an ``--out`` too)."""
-    target = Path(out).resolve()
-    for folder in (target, *target.parents):
-        if RunDir.is_run(folder):
-            raise ConfigError(f"--out {out} is inside the run directory {folder}; choose a folder outside it, "
-                              "e.g. --out compare/")
+    folder = RunDir.run_holding(Path(out).resolve())
+    if folder is not None:
+        raise ConfigError(f"--out {out} is inside the run directory {folder}; choose a folder outside it, "
+                          "e.g. --out compare/")

@@ -170,6 +170,11 @@ class RunDir:
         return layout.config_yaml.is_file() and layout.run_json.is_file()
 
     @classmethod
+    def run_holding(cls, path: Path | str) -> Path | None:
+        """The run directory that is ``path`` or holds it (the nearest), or ``None``."""
+        return next((p for p in (Path(path), *Path(path).parents) if cls.is_run(p)), None)
+
+    @classmethod
     def has_record(cls, path: Path | str) -> bool:
         """Whether ``path`` has a ``run.json`` (a run, or the placeholder of a run that failed to start)."""
         return cls(path).run_json.is_file()
@@ -177,7 +182,7 @@ class RunDir:
     def read_info(self) -> dict[str, Any]:
         """The ``run.json``; a missing or not-a-run directory raises :class:`RunDirError` (one line)."""
         if self.path.is_file():  # e.g. checkpoints/step_….pt: name the run directory that holds it, if any
-            home = next((p for p in self.path.parents if self.is_run(p)), None)
+            home = self.run_holding(self.path)
             hint = f"give its run directory, {home}" if home is not None else "give a run directory of platform train"
             raise RunDirError(f"{self.path} is a file; {hint}")
         if not self.path.is_dir():
