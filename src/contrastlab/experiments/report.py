@@ -84,10 +84,7 @@ def add_row_keys(records: Sequence[RunRecord], keys: Sequence[str]) -> None:
                         value = float(value)
             else:
                 if config is None:
-                    try:
-                        config = yaml.safe_load(RunDir(rec.run_dir).config_yaml.read_text()) or {}
-                    except (OSError, yaml.YAMLError):
-                        config = {}
+                    config = _run_config(rec.run_dir)
                 value = config
                 for part in key.split("."):
                     value = value.get(part, missing) if isinstance(value, dict) else missing
@@ -95,6 +92,15 @@ def add_row_keys(records: Sequence[RunRecord], keys: Sequence[str]) -> None:
                     continue
             text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
             rec.overrides[key] = text.removesuffix("...").strip()
+
+
+def _run_config(run_dir: Path) -> dict[str, Any]:
+    """A run's ``config.yaml`` as a dict; ``{}`` when it is missing, unreadable or not a mapping (never raises)."""
+    try:
+        data = yaml.safe_load(RunDir(run_dir).config_yaml.read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _unknown_row_key(key: str, records: Sequence[RunRecord]) -> str:
@@ -106,8 +112,7 @@ def _unknown_row_key(key: str, records: Sequence[RunRecord]) -> str:
 
     known: set[str] = set()
     for run_dir in {rec.plugin: rec.run_dir for rec in records}.values():  # one config.yaml per plugin
-        with contextlib.suppress(OSError, yaml.YAMLError, AttributeError):
-            known |= flatten_keys(yaml.safe_load(RunDir(run_dir).config_yaml.read_text()) or {})
+        known |= flatten_keys(_run_config(run_dir))
     known |= {k for rec in records for k in rec.overrides}
     sections = sorted({k.split(".")[0] + "." for k in known if "." in k})
     close = difflib.get_close_matches(key, sorted(known), n=1)
