@@ -10,6 +10,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from contrastlab.platform.registry import HParam, int_in
+from contrastlab.platform.task import MAX_WIDTH
 
 
 class MLPEncoder(nn.Module):
@@ -18,10 +19,10 @@ class MLPEncoder(nn.Module):
     name = "mlp"
     description = "MLP encoder (flattens the input); nnPU/puNCE-style model for (Fashion-)MNIST PU learning"
     hyperparameters = (
-        HParam("hidden_dim", 300, "width of every hidden layer", "[1, 65536]",
-               "nnPU MNIST model (Kiryo et al. 2017): width 300", int_in(1, 65536)),
-        HParam("out_dim", 128, "size of the representation", "[1, 65536]",
-               "SimCLR/DCL feature size 128", int_in(1, 65536)),
+        HParam("hidden_dim", 300, "width of every hidden layer", f"[1, {MAX_WIDTH}]",
+               "nnPU MNIST model (Kiryo et al. 2017): width 300", int_in(1, MAX_WIDTH)),
+        HParam("out_dim", 128, "size of the representation", f"[1, {MAX_WIDTH}]",
+               "SimCLR/DCL feature size 128", int_in(1, MAX_WIDTH)),
         HParam("layers", 3, "number of linear layers (1 = a single linear map)", "[1, 32]",
                "nnPU uses 6; 3 for CPU smoke runs", int_in(1, 32)),
         HParam("batch_norm", True, "batch norm after every hidden linear layer", "true | false",

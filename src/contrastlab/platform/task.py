@@ -24,6 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     from contrastlab.platform.run import Run
 
+MAX_WIDTH = 65_536
+"""Largest hidden/projection layer width a config or encoder accepts: a mistyped huge one fails at once, before a
+run allocates it."""
+
 
 class Section(BaseModel):
     """Base class of a config section: unknown keys are errors, attribute docstrings become field docs."""

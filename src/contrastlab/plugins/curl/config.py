@@ -10,10 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from contrastlab.platform.task import ComponentSpec, Section, TaskConfig
-
-MAX_WIDTH = 65_536
-"""Largest hidden/projection width accepted (as the ``mlp`` encoder's): a mistyped huge one fails at once."""
+from contrastlab.platform.task import MAX_WIDTH, ComponentSpec, Section, TaskConfig
 
 
 class EnvSection(Section):

@@ -7,10 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from contrastlab.data.tu import NodeFeatures
-from contrastlab.platform.task import ComponentSpec, Section, TaskConfig
-
-MAX_WIDTH = 65_536
-"""Largest hidden/projection width accepted (as the ``mlp`` encoder's): a mistyped huge one fails at once."""
+from contrastlab.platform.task import MAX_WIDTH, ComponentSpec, Section, TaskConfig
 
 
 class SyntheticSection(Section):

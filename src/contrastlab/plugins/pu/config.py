@@ -7,11 +7,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from contrastlab.data.augment import augment_spec_for
-from contrastlab.platform.task import ComponentSpec, Section, TaskConfig
+from contrastlab.platform.task import MAX_WIDTH, ComponentSpec, Section, TaskConfig
 from contrastlab.pretraining import TEST_IMAGES, TRAIN_IMAGES, seconds_per_image
-
-MAX_WIDTH = 65_536
-"""Largest hidden/projection width accepted (as the ``mlp`` encoder's): a mistyped huge one fails at once."""
 
 LOSS_PRIOR_KEYS: dict[str, tuple[str, ...]] = {"punce": ("prior",), "pucl": ("alpha", "c")}
 """Loss hyperparameters that are PU priors and can be filled from the split (``prior.fill_loss``; PUCL only

@@ -6,10 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from contrastlab.platform.task import ComponentSpec, Section, TaskConfig
+from contrastlab.platform.task import MAX_WIDTH, ComponentSpec, Section, TaskConfig
 
-MAX_WIDTH = 65_536
-"""Largest hidden/projection width accepted (as the ``mlp`` encoder's): a mistyped huge one fails at once."""
 MAX_IMAGE_SIZE = 1024
 """Largest image side accepted (the datasets are held in memory; STL-10 is 96 px)."""
 MAX_VIEWS = 64
