@@ -25,7 +25,10 @@ def check_device(spec: Any) -> None:
 
 
 def resolve_device(spec: str) -> torch.device:
-    """``auto`` → CUDA when available else CPU; ``cpu``; ``cuda``; ``cuda:K``. Unavailable CUDA raises."""
+    """``auto`` → CUDA when available else CPU; ``cpu``; ``cuda``; ``cuda:K``. Unavailable CUDA raises.
+
+    ``cuda:K`` is read as the number ``K``: ``cuda:01`` is device 1 (torch's own parser refuses a leading zero, a
+    traceback on a CUDA machine)."""
     check_device(spec)
     spec = (spec or "auto").strip().lower()
     if spec == "auto":
@@ -38,7 +41,7 @@ def resolve_device(spec: str) -> torch.device:
     if index >= torch.cuda.device_count():
         count = torch.cuda.device_count()
         raise DeviceError(f"device '{spec}' does not exist; this machine has {count} CUDA device(s)")
-    return torch.device(spec)
+    return torch.device("cuda", index) if ":" in spec else torch.device("cuda")
 
 
 def is_main_process() -> bool:
