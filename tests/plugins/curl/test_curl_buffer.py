@@ -51,6 +51,25 @@ def test_device_mirror_samples_equal_host_gather(capacity: int, device: str) -> 
     assert torch.equal(restored._get_samples(idx).observations, b.observations)
 
 
+def test_the_device_gather_uploads_its_index_through_the_pinned_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mirror's gather index went up with ``.to(device, non_blocking=True)`` from pageable memory: on CUDA the
+    driver then waits for the stream before copying, a host synchronisation in every update that
+    ``torch.cuda.set_sync_debug_mode`` (the GPU suite's no-host-sync test) does not report. Every tensor a sample
+    sends to the device must go through ``_to_device`` (pinned memory, non-blocking, on CUDA)."""
+    buf = make(100, frames_on_device=True)
+    for item in episode_stream(np.random.default_rng(3), [6, 9]):
+        buf.add(*item)
+    uploads: list[torch.Tensor] = []
+    to_device = buf._to_device
+    monkeypatch.setattr(buf, "_to_device", lambda t: uploads.append(t) or to_device(t))
+    idx = np.arange(buf.oldest, buf.transitions) % 100
+    got = buf._get_samples(idx)
+    index = [t for t in uploads if t.dtype == torch.int64]
+    assert len(index) == 1 and tuple(index[0].shape) == (len(idx), K + 1)
+    assert len(uploads) == 4  # the gather index, actions, dones, rewards; the frames are already on the device
+    assert got.observations.shape == (len(idx), C * K, H, H)
+
+
 def test_device_mirror_is_off_by_default_on_cpu() -> None:
     assert make(50).device_frames is None
 

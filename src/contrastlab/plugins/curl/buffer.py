@@ -196,7 +196,8 @@ class FrameStackReplayBuffer(BaseBuffer):
         return np.maximum(newest[:, None] + np.arange(-self.stack, 1)[None, :], start[:, None])
 
     def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
-        """Copy a host tensor to ``device``; through pinned memory without blocking on CUDA."""
+        """Copy a host tensor to ``device``; through pinned memory without blocking on CUDA (every upload of a
+        sample goes through here)."""
         if self.device.type == "cuda":
             return tensor.pin_memory().to(self.device, non_blocking=True)
         return tensor.to(self.device)
@@ -248,7 +249,9 @@ class FrameStackReplayBuffer(BaseBuffer):
         """``obs`` and ``next_obs`` stacks ``[n, C·k, H, W]`` from the device mirror, ``k + 1`` frames each."""
         assert self.device_frames is not None
         positions = np.maximum(newest[:, None] + np.arange(-self.stack, 1)[None, :], start[:, None])  # [n, k+1]
-        index = torch.from_numpy(positions % self.frame_capacity).to(self.device, non_blocking=True)
+        # through pinned memory: a non-blocking copy from pageable memory makes the CUDA driver wait for the stream
+        # first, a host synchronisation per update that torch.cuda.set_sync_debug_mode does not report
+        index = self._to_device(torch.from_numpy(positions % self.frame_capacity))
         frames = self.device_frames[index]  # [n, k+1, C, H, W]
         n = frames.shape[0]
         return frames[:, :-1].reshape(n, -1, *frames.shape[3:]), frames[:, 1:].reshape(n, -1, *frames.shape[3:])
