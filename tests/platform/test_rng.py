@@ -35,3 +35,24 @@ def test_an_older_checkpoints_tensor_states_still_restore() -> None:
     expected = draws()
     set_rng_state(state)
     assert draws() == expected
+
+
+def test_a_checkpoint_from_more_gpus_restores_the_devices_this_process_sees(monkeypatch) -> None:
+    """Saved where two GPUs were visible, resumed where one is (a scheduler showing each run one GPU): the state of
+    the visible device is restored and the extra one is skipped (``set_rng_state_all`` raised ``IndexError``)."""
+    restored: dict[int, bytes] = {}
+
+    def set_state(new_state: torch.Tensor, device: int = 0) -> None:
+        if device >= 1:
+            raise IndexError("list index out of range")  # what torch.cuda.default_generators[1] does
+        restored[device] = bytes(new_state.numpy())
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", set_state)
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda states: [set_state(s, i) for i, s in enumerate(states)])
+    seed_everything(7)
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state().numpy(),
+             "cuda": [np.full(16, 3, dtype=np.uint8), np.full(16, 4, dtype=np.uint8)]}
+    set_rng_state(state)
+    assert restored == {0: bytes([3] * 16)}

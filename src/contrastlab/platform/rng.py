@@ -38,9 +38,11 @@ def _rng_bytes(saved: Any) -> torch.Tensor:
 
 def set_rng_state(state: Mapping[str, Any]) -> None:
     """Restore :func:`rng_state` (or an older checkpoint's, with torch tensors on whatever device it was loaded to);
-    the CUDA states only where CUDA is available."""
+    the CUDA states only where CUDA is available, and only of the devices this process sees (a checkpoint written
+    where more GPUs were visible, e.g. resumed under a scheduler that shows each run one GPU, still loads)."""
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(_rng_bytes(state["torch"]))
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([_rng_bytes(s) for s in state["cuda"]])
+        for index, saved in enumerate(state["cuda"][: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(_rng_bytes(saved), index)
