@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +44,10 @@ GET_MOVIELENS = (
     "download {name}.zip from https://grouplens.org/datasets/movielens/ and put the zip or its extracted "
     "{name}/ folder in {where} (or pass --set data.root=DIR)"
 )
-HEADER_WORDS = ("user", "item", "movie", "rating", "time", "id")
-"""A first CSV line whose user or item field contains one of these words is a header (``data.csv_header`` auto)."""
+HEADER_NAMES = re.compile(r"(user|item|movie|product|customer|business|song|artist|track|book)s?(id)?|[ui]id|id")
+"""Column names a header line's user or item field may hold, once lower-cased with ``_``, ``-``, ``.`` and spaces
+removed (``user``, ``userId``, ``item_id``, ``movie``, ``uid``, ``id``, ...). The whole field must be such a name:
+an id that merely contains a word (``user_1``, ``android``) is data, not a header (``data.csv_header`` auto)."""
 
 
 @dataclass(frozen=True)
@@ -171,7 +174,7 @@ def csv_has_header(text: str, sep: str = ",") -> bool:
     fields = [f.strip().lower() for f in first.split(sep)]
     if len(fields) >= 3 and not _is_number(fields[2]):
         return True
-    return any(word in f for f in fields[:2] for word in HEADER_WORDS) and not all(_is_number(f) for f in fields)
+    return any(HEADER_NAMES.fullmatch(re.sub(r"[\s_.\-]", "", f)) for f in fields[:2])
 
 
 # ----------------------------------------------------------------------------------------------- files
