@@ -3,8 +3,8 @@
 GraphCL (You et al., NeurIPS 2020, §3.1 and Table 1) builds the two views of a graph with:
 
 * **node dropping**: discard a ratio of the nodes with their edges (``⌊n·r⌋`` nodes, at least one node kept);
-* **edge perturbation**: drop a ratio of the (undirected) edges and add as many random node pairs of the same graph
-  (``⌊|E|·r⌋`` each);
+* **edge perturbation**: drop a ratio of the (undirected) edges and add as many random pairs of two distinct nodes
+  of the same graph (``⌊|E|·r⌋`` each; a pair that is already an edge is kept once);
 * **attribute masking**: set the features of a ratio of the nodes to 0 (``⌊n·r⌋`` nodes);
 * **identity** (no change).
 
@@ -73,7 +73,8 @@ def drop_nodes(batch: GraphBatch, ratio: Tensor, generator: torch.Generator | No
 
 
 def perturb_edges(batch: GraphBatch, ratio: Tensor, generator: torch.Generator | None) -> GraphBatch:
-    """Drop ``⌊|E_g| · ratio[g]⌋`` random undirected edges of every graph and add as many random node pairs."""
+    """Drop ``⌊|E_g| · ratio[g]⌋`` random undirected edges of every graph and add as many random pairs of two
+    distinct nodes of that graph (never a self-loop: GIN's sum would count the node's own state twice)."""
     src, dst = batch.edge_index
     und = batch.edge_index[:, src <= dst]                                           # each undirected edge once
     graph_of = batch.batch[und[0]]                                                  # [E_u], non-decreasing
@@ -81,10 +82,12 @@ def perturb_edges(batch: GraphBatch, ratio: Tensor, generator: torch.Generator |
     e_ptr = torch.cat([e_counts.new_zeros(1), e_counts.cumsum(0)])
     m = torch.floor(e_counts * ratio).long()                                        # [G]
     kept = und[:, random_rank(graph_of, e_ptr, generator) >= m[graph_of]]
-    owner = segment_ids(m)                                                          # [sum m]
-    n_g, start = batch.node_counts()[owner], batch.node_ptr()[owner]
-    pick = lambda: start + (torch.rand(owner.numel(), generator=generator) * n_g).long()  # noqa: E731
-    added = torch.stack([pick(), pick()]) if owner.numel() else und.new_zeros((2, 0))
+    counts = batch.node_counts()
+    owner = segment_ids(torch.where(counts >= 2, m, 0))                             # [sum m]; 1 node: no pair
+    n_g, start = counts[owner], batch.node_ptr()[owner]
+    a = (torch.rand(owner.numel(), generator=generator) * n_g).long()              # local ids in [0, n_g)
+    b = (a + 1 + (torch.rand(owner.numel(), generator=generator) * (n_g - 1)).long()) % n_g  # b != a
+    added = torch.stack([start + a, start + b])                                     # no self-loops
     edges = coalesce_undirected(torch.cat([kept, added], dim=1), batch.num_nodes)
     return GraphBatch(batch.x, edges, batch.batch, batch.num_graphs)
 

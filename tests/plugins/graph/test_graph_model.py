@@ -52,6 +52,17 @@ def test_each_augmentation_removes_the_configured_ratio() -> None:
     assert kept.num_nodes == 1                                            # a graph never loses every node
 
 
+def test_edge_perturbation_adds_pairs_of_distinct_nodes_only() -> None:
+    """An added self-loop is no edge of the graph, and GIN's sum would count the node's own state twice."""
+    b = cycles([3, 4, 5] * 10)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        out = perturb_edges(b, torch.full((30,), 0.9), g)
+        src, dst = out.edge_index
+        assert not (src == dst).any()
+        assert (out.batch[src] == out.batch[dst]).all()                  # added pairs stay inside their graph
+
+
 def test_augment_is_deterministic_under_a_seed_and_keeps_graph_count() -> None:
     b = cycles([8, 9, 10, 11] * 8)
     spec = GraphAugmentSpec()
