@@ -144,6 +144,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     # GraphCL unsupervised TU setting (You et al. 2020; the setting PUCL Table 2 compares on): GIN 3 × 32,
     # batch 128, Adam 0.01, 20 epochs, augmentation ratio 0.2, t = 0.2, 10-fold SVM with C in 10^-3..10^3.
+    # The readout follows the InfoGraph/GraphCL evaluation scripts: scikit-learn's SVC() (RBF kernel, default
+    # gamma) on the raw embeddings (no scaling), C searched by 5 inner folds of each outer training part.
     # Needs the user's TU files: --set data.name=PTC_MR --set data.root=DIR.
     "paper": {
         "encoder": {"name": "gin", "hidden_dim": 32, "num_layers": 3},
@@ -151,7 +153,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "data": {"name": "PTC_MR"},
         "augment": {"drop_nodes": 0.2, "perturb_edges": 0.2, "mask_attributes": 0.2},
         "train": {"epochs": 20, "batch_size": 128, "lr": 0.01, "log_every": 1},
-        "eval": {"folds": 10, "every": 5},
+        "eval": {"folds": 10, "inner_folds": 5, "svm_kernel": "rbf", "standardize": False, "every": 5},
         "checkpoint_every": 20,
     },
 }
