@@ -67,3 +67,12 @@ def test_the_test_fold_never_influences_c_or_the_scaling() -> None:
     assert other.chosen_c[0] == base.chosen_c[0]                           # C of fold 0 is chosen without its test rows
     assert other.fold_accuracies[0] != base.fold_accuracies[0]              # ... which it is then tested on
 
+
+
+def test_without_an_inner_split_c_falls_back_to_the_grid_value_nearest_one() -> None:
+    """A class of 2 examples gives 2 outer folds whose training parts hold it once: no inner search is possible.
+    C was then the grid's first (smallest) value, 10^-3 here, which underfits to the majority class."""
+    x, y = _data()
+    keep = np.r_[0:40, 40:70, 70:72]                                        # classes of 40, 30 and 2 examples
+    result = cross_validated_accuracy(x[keep], y[keep], folds=10, c_grid=[1e-3, 0.1, 10.0, 1e3], seed=0)
+    assert result.folds == 2 and result.chosen_c == (0.1, 0.1)
