@@ -96,9 +96,10 @@ class EvalSection(Section):
         default_factory=lambda: [1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0], min_length=1)
     """Values of C searched (InfoGraph/GraphCL: 10^-3 … 10^3); one value skips the search."""
     svm_kernel: Literal["linear", "rbf"] = "linear"
-    """Kernel of the SVM readout."""
+    """Kernel of the SVM readout (the InfoGraph/GraphCL scripts, and the paper preset: rbf)."""
     standardize: bool = True
-    """Standardise embeddings with training-fold statistics before the readout."""
+    """Standardise embeddings with training-fold statistics before the readout (the InfoGraph/GraphCL scripts, and
+    the paper preset: false)."""
     every: int = Field(default=0, ge=0)
     """Also evaluate every this many epochs (0: only at the end) to draw the eval/svm_acc curve."""
     initial: bool = True
