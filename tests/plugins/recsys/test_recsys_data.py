@@ -82,6 +82,20 @@ def test_a_first_row_whose_ids_contain_a_column_word_is_data_not_a_header(tmp_pa
     assert len(data) == 2 and data.num_users == 2
 
 
+@pytest.mark.parametrize(("rows", "users"), [("007,1\n7,2\n8,1\n", ["007", "7", "8"]),
+                                             ("+7,1\n7,2\n", ["+7", "7"]),
+                                             ("7\t1\n07\t2\n", ["07", "7"])])
+def test_ids_written_differently_are_different_ids(tmp_path, rows, users):
+    """``007`` and ``7`` are two ids, not the integer 7 twice: they were merged into one user."""
+    path = tmp_path / "ids.csv"
+    path.write_text(rows.replace("\t", ","))
+    data = load_interactions("csv", str(path))
+    assert data.num_users == len(users) and len(data) == len(users)
+    if "\t" in rows:  # the MovieLens fast path sees the same ids
+        root = write_ml(tmp_path, "ml-100k", "".join(line + "\t5\t100\n" for line in rows.splitlines()))
+        assert load_interactions("ml-100k", str(root)).num_users == len(users)
+
+
 @pytest.mark.parametrize("header", ["userId,movieId,rating", "user_id,item_id", "User ID,Item ID,Rating",
                                     "uid,iid,score", "user,item,rating,timestamp"])
 def test_a_header_naming_the_columns_is_detected(tmp_path, header):
