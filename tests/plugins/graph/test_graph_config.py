@@ -40,3 +40,8 @@ def test_the_paper_readout_is_the_one_of_the_infograph_and_graphcl_scripts() -> 
     e = resolve_config(GraphTask(), preset="paper").eval  # type: ignore[attr-defined]
     assert (e.svm_kernel, e.standardize, e.folds, e.inner_folds) == ("rbf", False, 10, 5)
     assert e.c_grid == [1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0] and e.readouts[0] == "svm"
+
+
+def test_the_paper_pool_has_graphcls_four_augmentations() -> None:
+    a = resolve_config(GraphTask(), preset="paper").augment  # type: ignore[attr-defined]
+    assert a.methods == ["drop_nodes", "perturb_edges", "mask_attributes", "subgraph"] and a.subgraph == 0.2
