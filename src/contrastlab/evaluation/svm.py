@@ -64,9 +64,10 @@ def cross_validated_accuracy(features: torch.Tensor | np.ndarray, labels: torch.
     """Stratified ``folds``-fold accuracy of ``readout`` on ``features [N, d]`` with class ``labels [N]``.
 
     ``C`` is searched over ``c_grid`` by an inner stratified ``inner_folds``-fold cross-validation of each outer
-    training part (a single value skips the search). Folds are shuffled with ``seed``, so results are
-    deterministic. Classes smaller than ``folds`` reduce the number of folds; fewer than 2 examples in some class
-    raise :class:`ConfigError`.
+    training part (a single value skips the search). When a training part holds a single example of some class,
+    no inner split is possible and the grid value nearest ``C = 1`` (scikit-learn's default) is used. Folds are
+    shuffled with ``seed``, so results are deterministic. Classes smaller than ``folds`` reduce the number of
+    folds; fewer than 2 examples in some class raise :class:`ConfigError`.
     """
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.model_selection import GridSearchCV, StratifiedKFold
@@ -85,11 +86,12 @@ def cross_validated_accuracy(features: torch.Tensor | np.ndarray, labels: torch.
     if not grid or min(grid) <= 0:
         raise ConfigError(f"eval.c_grid must list positive values, got {list(c_grid)}")
     outer = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
+    fallback = min(grid, key=lambda c: abs(np.log10(c)))    # no inner search possible: the value nearest C = 1
     accs, chosen = [], []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         for train_idx, test_idx in outer.split(x, y):
-            model = _estimator(readout, kernel, grid[0], seed, standardize, max_iter)
+            model = _estimator(readout, kernel, fallback, seed, standardize, max_iter)
             if len(grid) > 1:
                 inner_k = int(min(inner_folds, np.unique(y[train_idx], return_counts=True)[1].min()))
                 if inner_k >= 2:
@@ -97,7 +99,7 @@ def cross_validated_accuracy(features: torch.Tensor | np.ndarray, labels: torch.
                     step = model.steps[-1][0]
                     model = GridSearchCV(model, {f"{step}__C": grid}, cv=inner, n_jobs=1)
             model.fit(x[train_idx], y[train_idx])
-            best = model.best_params_ if isinstance(model, GridSearchCV) else {"C": grid[0]}
+            best = model.best_params_ if isinstance(model, GridSearchCV) else {"C": fallback}
             chosen.append(float(next(iter(best.values()))))
             accs.append(float((model.predict(x[test_idx]) == y[test_idx]).mean()))
     arr = np.array(accs)

@@ -121,3 +121,19 @@ def test_synthetic_dataset_is_deterministic_balanced_and_loadable(tmp_path: Path
     assert a.stats()["class_counts"] == [10, 10, 10] and a.num_features == 4
     dense = [int(a.edge_ptr[g + 1] - a.edge_ptr[g]) / int(a.node_ptr[g + 1] - a.node_ptr[g]) for g in range(30)]
     assert sum(dense[1::3]) / 10 > sum(dense[0::3]) / 10                  # cliques are denser than rings
+
+
+def test_isolated_nodes_an_edgeless_graph_and_one_hot_degrees(tmp_path: Path) -> None:
+    """Graph 1: path 1-2-3, a self-loop on 3, isolated node 4; graph 2: two nodes and no edge (1-based ids)."""
+    files = {"A": "1, 2\n2, 1\n2, 3\n3, 3\n", "graph_indicator": "1\n1\n1\n1\n2\n2\n", "graph_labels": "3\n5\n"}
+    for suffix, text in files.items():
+        (tmp_path / f"T_{suffix}.txt").write_text(text)
+    data = load_tu("T", tmp_path, "degree")
+    assert data.node_ptr.tolist() == [0, 4, 6] and data.edge_ptr.tolist() == [0, 5, 5]
+    assert data.labels.tolist() == [0, 1] and data.label_values == [3, 5]
+    # 2-3 given one way is made undirected; the self-loop is kept once; degrees ignore it and count 2-3 once
+    assert data.edge_index.T.tolist() == [[0, 1], [1, 0], [1, 2], [2, 1], [2, 2]]
+    assert data.x.shape == (6, 33) and data.x.argmax(1).tolist() == [1, 2, 1, 0, 0, 0]
+    assert (data.x.sum(1) == 1).all()
+    b = data.batch(torch.tensor([1, 0]))                                  # the edgeless graph first
+    assert b.batch.tolist() == [0, 0, 1, 1, 1, 1] and b.edge_index.min() == 2

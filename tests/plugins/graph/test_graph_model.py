@@ -6,7 +6,14 @@ import pytest
 import torch
 
 import contrastlab as cl
-from contrastlab.data.graph_augment import GraphAugmentSpec, augment, drop_nodes, mask_attributes, perturb_edges
+from contrastlab.data.graph_augment import (
+    GraphAugmentSpec,
+    augment,
+    drop_nodes,
+    mask_attributes,
+    perturb_edges,
+    subgraph,
+)
 from contrastlab.data.graphs import GraphBatch, GraphDataset
 from contrastlab.evaluation.svm import cross_validated_accuracy
 from contrastlab.platform.errors import ConfigError
@@ -52,6 +59,59 @@ def test_each_augmentation_removes_the_configured_ratio() -> None:
     assert kept.num_nodes == 1                                            # a graph never loses every node
 
 
+def test_edge_perturbation_adds_pairs_of_distinct_nodes_only() -> None:
+    """An added self-loop is no edge of the graph, and GIN's sum would count the node's own state twice."""
+    b = cycles([3, 4, 5] * 10)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        out = perturb_edges(b, torch.full((30,), 0.9), g)
+        src, dst = out.edge_index
+        assert not (src == dst).any()
+        assert (out.batch[src] == out.batch[dst]).all()                  # added pairs stay inside their graph
+
+
+def _connected(num_nodes: int, edge_index: torch.Tensor) -> bool:
+    """Whether a graph with local node ids 0..num_nodes-1 is connected (plain breadth-first search)."""
+    neighbours: dict[int, set[int]] = {i: set() for i in range(num_nodes)}
+    for a, b in edge_index.T.tolist():
+        neighbours[a].add(b)
+    seen, todo = {0}, [0]
+    while todo:
+        for nxt in neighbours[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return len(seen) == num_nodes
+
+
+def test_subgraph_keeps_a_connected_region_of_the_configured_size() -> None:
+    sizes = [10, 20, 5, 40, 100]
+    b = cycles(sizes)
+    g = torch.Generator().manual_seed(0)
+    for r in (0.2, 0.5, 0.9):
+        out = subgraph(b, torch.full((5,), r), g)
+        kept = out.node_counts().tolist()
+        assert kept == [n - int(n * r) for n in sizes] and out.num_graphs == 5
+        ptr = out.node_ptr().tolist()
+        for k in range(5):                                               # a path of the cycle: connected
+            inside = (out.edge_index[0] >= ptr[k]) & (out.edge_index[0] < ptr[k + 1])
+            assert _connected(kept[k], out.edge_index[:, inside] - ptr[k])
+            rows = out.x[ptr[k]:ptr[k + 1]]                              # features of nodes of the same graph
+            assert all(any(torch.equal(row, orig) for orig in b.x[b.batch == k]) for row in rows)
+    whole = subgraph(b, torch.zeros(5), g)                               # ratio 0: the batch unchanged
+    assert torch.equal(whole.x, b.x) and torch.equal(whole.edge_index, b.edge_index)
+
+
+def test_subgraph_jumps_to_another_component_when_its_own_is_used_up() -> None:
+    # two triangles, no edge between them: keeping 5 of 6 nodes needs both components
+    e = torch.tensor([[0, 1, 0, 3, 4, 3], [1, 2, 2, 4, 5, 5]])
+    data = GraphDataset.from_edges("T", torch.arange(6.0)[:, None], e, torch.zeros(6, dtype=torch.long),
+                                   torch.zeros(1, dtype=torch.long))
+    g = torch.Generator().manual_seed(1)
+    for _ in range(5):
+        out = subgraph(data.batch(torch.arange(1)), torch.tensor([0.2]), g)
+        assert out.num_nodes == 5 and out.edge_index.shape[1] == 2 * 4   # a whole triangle and an edge of the other
+
+
 def test_augment_is_deterministic_under_a_seed_and_keeps_graph_count() -> None:
     b = cycles([8, 9, 10, 11] * 8)
     spec = GraphAugmentSpec()
@@ -60,10 +120,15 @@ def test_augment_is_deterministic_under_a_seed_and_keeps_graph_count() -> None:
     v3 = augment(b, spec, torch.Generator().manual_seed(6))
     assert torch.equal(v1.x, v2.x) and torch.equal(v1.edge_index, v2.edge_index) and v1.num_graphs == 32
     assert not (torch.equal(v1.x, v3.x) and torch.equal(v1.edge_index, v3.edge_index))
+    only_sub = augment(b, GraphAugmentSpec(methods=("subgraph",), subgraph=0.5), torch.Generator().manual_seed(0))
+    assert only_sub.node_counts().tolist() == [4, 5, 5, 6] * 8                 # n − ⌊n/2⌋ for every graph
+    pool = GraphAugmentSpec(methods=("drop_nodes", "perturb_edges", "mask_attributes", "subgraph"))
+    w1, w2 = (augment(b, pool, torch.Generator().manual_seed(3)) for _ in range(2))
+    assert torch.equal(w1.x, w2.x) and torch.equal(w1.edge_index, w2.edge_index) and w1.num_graphs == 32
     ident = augment(b, GraphAugmentSpec(methods=("identity",)), torch.Generator().manual_seed(0))
     assert torch.equal(ident.x, b.x) and torch.equal(ident.edge_index, b.edge_index)
-    with pytest.raises(ConfigError, match="unknown graph augmentation 'subgraph'"):
-        GraphAugmentSpec(methods=("subgraph",))
+    with pytest.raises(ConfigError, match="unknown graph augmentation 'random_walk'"):
+        GraphAugmentSpec(methods=("random_walk",))
 
 
 def test_gin_shapes_and_permutation_invariant_readout() -> None:

@@ -73,6 +73,38 @@ def test_min_rating_threshold_and_csv_with_and_without_header(tmp_path):
     assert len(load_interactions("csv", str(forced), csv_header=True)) == 1
 
 
+@pytest.mark.parametrize("first", ["user_1,item_5,4", "alice,android,5", "kid7,movie9,3", "u1,i2,4"])
+def test_a_first_row_whose_ids_contain_a_column_word_is_data_not_a_header(tmp_path, first):
+    """Ids such as ``user_1`` or ``android`` contain a column word but name no column: the row must be kept."""
+    path = tmp_path / "ids.csv"
+    path.write_text(first + "\nbob,item_5,3\n")
+    data = load_interactions("csv", str(path))
+    assert len(data) == 2 and data.num_users == 2
+
+
+@pytest.mark.parametrize(("rows", "users"), [("007,1\n7,2\n8,1\n", ["007", "7", "8"]),
+                                             ("+7,1\n7,2\n", ["+7", "7"]),
+                                             ("7\t1\n07\t2\n", ["07", "7"])])
+def test_ids_written_differently_are_different_ids(tmp_path, rows, users):
+    """``007`` and ``7`` are two ids, not the integer 7 twice: they were merged into one user."""
+    path = tmp_path / "ids.csv"
+    path.write_text(rows.replace("\t", ","))
+    data = load_interactions("csv", str(path))
+    assert data.num_users == len(users) and len(data) == len(users)
+    if "\t" in rows:  # the MovieLens fast path sees the same ids
+        root = write_ml(tmp_path, "ml-100k", "".join(line + "\t5\t100\n" for line in rows.splitlines()))
+        assert load_interactions("ml-100k", str(root)).num_users == len(users)
+
+
+@pytest.mark.parametrize("header", ["userId,movieId,rating", "user_id,item_id", "User ID,Item ID,Rating",
+                                    "uid,iid,score", "user,item,rating,timestamp"])
+def test_a_header_naming_the_columns_is_detected(tmp_path, header):
+    path = tmp_path / "headed.csv"
+    fields = header.count(",") + 1
+    path.write_text(header + "\n" + ",".join(["1", "2", "5", "100"][:fields]) + "\n")
+    assert len(load_interactions("csv", str(path))) == 1
+
+
 @pytest.mark.parametrize(
     ("content", "match"),
     [

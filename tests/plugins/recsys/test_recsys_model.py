@@ -159,3 +159,37 @@ def test_training_items_are_masked_and_users_without_test_items_skipped():
     assert got["precision@1"] == pytest.approx(1 / 2)  # mean over u0 (0) and u2 (1) only
     per_user = topk_hits_metrics(torch.tensor([[1.0, 1.0]]), torch.tensor([5]), (2,))
     assert float(per_user["recall@2"][0]) == pytest.approx(2 / 5) and float(per_user["ndcg@2"][0]) == 1.0
+
+
+def _naive_metrics(scores: torch.Tensor, train: dict[int, set[int]], test: dict[int, set[int]], k: int
+                   ) -> dict[str, float]:
+    """One user at a time, in plain Python: rank the non-training items, count hits in the top k."""
+    p = r = n = 0.0
+    users = [u for u in test if test[u]]
+    for u in users:
+        ranked = sorted((i for i in range(scores.shape[1]) if i not in train[u]), key=lambda i: -float(scores[u, i]))
+        hits = [1.0 if i in test[u] else 0.0 for i in ranked[:k]]
+        dcg = sum(h / math.log2(rank + 2) for rank, h in enumerate(hits))
+        idcg = sum(1 / math.log2(rank + 2) for rank in range(min(k, len(test[u]))))
+        p, r, n = p + sum(hits) / k, r + sum(hits) / len(test[u]), n + dcg / idcg
+    return {f"precision@{k}": p / len(users), f"recall@{k}": r / len(users), f"ndcg@{k}": n / len(users)}
+
+
+def test_metrics_match_a_per_user_loop_on_a_random_split():
+    """30 users × 40 items: test sets of 0 to 12 items (so |T_u| is below, equal to and above K = 5)."""
+    g = torch.Generator().manual_seed(0)
+    train, test, pairs_tr, pairs_te = {}, {}, [], []
+    for u in range(30):
+        items = torch.randperm(40, generator=g)
+        n_tr, n_te = 1 + u % 7, u % 13
+        train[u], test[u] = set(items[:n_tr].tolist()), set(items[n_tr:n_tr + n_te].tolist())
+        pairs_tr += [(u, i) for i in train[u]]
+        pairs_te += [(u, i) for i in test[u]]
+    part = lambda pairs: make_part(torch.tensor([a for a, _ in pairs]), torch.tensor([b for _, b in pairs]), 30, 40)  # noqa: E731
+    split = Split(part(pairs_tr), part(pairs_te), 30, 40, 0, "random")
+    scores = torch.rand(30, 40, generator=g, dtype=torch.float64)
+    for batch_users in (7, 30):
+        got = ranking_metrics(matrix_scorer(scores), split, ks=(5, 20), batch_users=batch_users, prefix="")
+        for k in (5, 20):
+            want = _naive_metrics(scores, train, test, k)
+            assert {key: got[key] for key in want} == pytest.approx(want, abs=1e-12)

@@ -41,15 +41,18 @@ class DataSection(Section):
 class AugmentSection(Section):
     """GraphCL augmentations of the two views (You et al. 2020 §3.1); each graph of each view gets one."""
 
-    methods: list[Literal["drop_nodes", "perturb_edges", "mask_attributes", "identity"]] = Field(
+    methods: list[Literal["drop_nodes", "perturb_edges", "mask_attributes", "subgraph", "identity"]] = Field(
         default_factory=lambda: ["drop_nodes", "perturb_edges", "mask_attributes"], min_length=1)
-    """Pool of augmentations drawn uniformly per graph and view (GraphCL's random subgraph is not implemented)."""
+    """Pool of augmentations drawn uniformly per graph and view (the paper preset adds subgraph, as GraphCL's
+    random4 pool)."""
     drop_nodes: float = Field(default=0.2, ge=0.0, lt=1.0)
     """Fraction of nodes dropped (GraphCL default ratio 0.2)."""
     perturb_edges: float = Field(default=0.2, ge=0.0, lt=1.0)
     """Fraction of edges dropped, and as many random edges added (GraphCL default ratio 0.2)."""
     mask_attributes: float = Field(default=0.2, ge=0.0, lt=1.0)
     """Fraction of nodes whose features are set to 0 (GraphCL default ratio 0.2)."""
+    subgraph: float = Field(default=0.2, ge=0.0, lt=1.0)
+    """Fraction of nodes left out of the connected region that subgraph keeps (GraphCL default ratio 0.2)."""
 
 
 class ModelSection(Section):
@@ -96,9 +99,10 @@ class EvalSection(Section):
         default_factory=lambda: [1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0], min_length=1)
     """Values of C searched (InfoGraph/GraphCL: 10^-3 … 10^3); one value skips the search."""
     svm_kernel: Literal["linear", "rbf"] = "linear"
-    """Kernel of the SVM readout."""
+    """Kernel of the SVM readout (the InfoGraph/GraphCL scripts, and the paper preset: rbf)."""
     standardize: bool = True
-    """Standardise embeddings with training-fold statistics before the readout."""
+    """Standardise embeddings with training-fold statistics before the readout (the InfoGraph/GraphCL scripts, and
+    the paper preset: false)."""
     every: int = Field(default=0, ge=0)
     """Also evaluate every this many epochs (0: only at the end) to draw the eval/svm_acc curve."""
     initial: bool = True
@@ -143,15 +147,19 @@ PRESETS: dict[str, dict[str, Any]] = {
         "checkpoint_every": 40,
     },
     # GraphCL unsupervised TU setting (You et al. 2020; the setting PUCL Table 2 compares on): GIN 3 × 32,
-    # batch 128, Adam 0.01, 20 epochs, augmentation ratio 0.2, t = 0.2, 10-fold SVM with C in 10^-3..10^3.
+    # batch 128, Adam 0.01, 20 epochs, the four augmentations (the script's random4 pool) at ratio 0.2, t = 0.2,
+    # 10-fold SVM with C in 10^-3..10^3.
+    # The readout follows the InfoGraph/GraphCL evaluation scripts: scikit-learn's SVC() (RBF kernel, default
+    # gamma) on the raw embeddings (no scaling), C searched by 5 inner folds of each outer training part.
     # Needs the user's TU files: --set data.name=PTC_MR --set data.root=DIR.
     "paper": {
         "encoder": {"name": "gin", "hidden_dim": 32, "num_layers": 3},
         "sampler": {"name": "two_view", "temperature": 0.2},
         "data": {"name": "PTC_MR"},
-        "augment": {"drop_nodes": 0.2, "perturb_edges": 0.2, "mask_attributes": 0.2},
+        "augment": {"methods": ["drop_nodes", "perturb_edges", "mask_attributes", "subgraph"], "drop_nodes": 0.2,
+                    "perturb_edges": 0.2, "mask_attributes": 0.2, "subgraph": 0.2},
         "train": {"epochs": 20, "batch_size": 128, "lr": 0.01, "log_every": 1},
-        "eval": {"folds": 10, "every": 5},
+        "eval": {"folds": 10, "inner_folds": 5, "svm_kernel": "rbf", "standardize": False, "every": 5},
         "checkpoint_every": 20,
     },
 }

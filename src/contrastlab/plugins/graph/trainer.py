@@ -73,7 +73,7 @@ class GraphTrainer:
         params = nn.ModuleList([self.model, self.sampler, self.loss]).parameters()
         self.optimizer = torch.optim.Adam(params, lr=config.train.lr, weight_decay=config.train.weight_decay)
         a = config.augment
-        self.spec = GraphAugmentSpec(tuple(a.methods), a.drop_nodes, a.perturb_edges, a.mask_attributes)
+        self.spec = GraphAugmentSpec(tuple(a.methods), a.drop_nodes, a.perturb_edges, a.mask_attributes, a.subgraph)
         self.temperature = float(config.sampler.hparams().get("temperature", 0.2))
 
     def compute_loss(self, b: GraphBatch, generator: torch.Generator) -> Tensor:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +44,13 @@ GET_MOVIELENS = (
     "download {name}.zip from https://grouplens.org/datasets/movielens/ and put the zip or its extracted "
     "{name}/ folder in {where} (or pass --set data.root=DIR)"
 )
-HEADER_WORDS = ("user", "item", "movie", "rating", "time", "id")
-"""A first CSV line whose user or item field contains one of these words is a header (``data.csv_header`` auto)."""
+NON_CANONICAL_ID = re.compile(r"^ *(?:\+|-?0\d|-0\b)|^[^\t\n]*\t *(?:\+|-?0\d|-0\b)", re.M)
+"""A user or item field (first two tab-separated fields) that is a number but not written as Python writes that
+integer (``007``, ``+7``, ``-0``): read as text, so that ``007`` and ``7`` stay two ids."""
+HEADER_NAMES = re.compile(r"(user|item|movie|product|customer|business|song|artist|track|book)s?(id)?|[ui]id|id")
+"""Column names a header line's user or item field may hold, once lower-cased with ``_``, ``-``, ``.`` and spaces
+removed (``user``, ``userId``, ``item_id``, ``movie``, ``uid``, ``id``, ...). The whole field must be such a name:
+an id that merely contains a word (``user_1``, ``android``) is data, not a header (``data.csv_header`` auto)."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +157,7 @@ def _parse_numeric(text: str, sep: str, where: str, *, min_fields: int, max_fiel
     if header:
         body = body.split("\n", 1)[1].lstrip() if "\n" in body else ""
     ncols = len(body.split("\n", 1)[0].split("\t"))
-    if not body or not min_fields <= ncols <= max_fields:
+    if not body or not min_fields <= ncols <= max_fields or NON_CANONICAL_ID.search(body):
         return None
     dtype = [("user", "i8"), ("item", "i8"), ("rating", "f8"), ("time", "f8")][:ncols]
     try:
@@ -171,7 +177,7 @@ def csv_has_header(text: str, sep: str = ",") -> bool:
     fields = [f.strip().lower() for f in first.split(sep)]
     if len(fields) >= 3 and not _is_number(fields[2]):
         return True
-    return any(word in f for f in fields[:2] for word in HEADER_WORDS) and not all(_is_number(f) for f in fields)
+    return any(HEADER_NAMES.fullmatch(re.sub(r"[\s_.\-]", "", f)) for f in fields[:2])
 
 
 # ----------------------------------------------------------------------------------------------- files
@@ -245,10 +251,16 @@ def read_csv(path: str | Path | None, header: bool | None = None) -> RawRatings:
 
 # ----------------------------------------------------------------------------------------------- building
 def _remap(ids: np.ndarray) -> tuple[np.ndarray, int]:
-    """Contiguous indices of ``ids``: integer ids in numeric order, otherwise text order."""
+    """Contiguous indices of ``ids``: integer ids in numeric order, otherwise text order.
+
+    Text ids count as integers only when every one is written as that integer is (``7``, ``-3``): ``007`` or
+    ``+7`` make the column text, so that two distinct ids never merge into one.
+    """
     try:
         keys: np.ndarray = ids.astype(np.int64)
     except (ValueError, OverflowError):
+        keys = ids
+    if keys is not ids and ids.dtype.kind in "US" and not np.array_equal(keys.astype(ids.dtype), ids):
         keys = ids
     uniq, index = np.unique(keys, return_inverse=True)
     return index.astype(np.int64), int(uniq.size)
