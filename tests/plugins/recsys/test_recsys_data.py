@@ -105,6 +105,25 @@ def test_a_header_naming_the_columns_is_detected(tmp_path, header):
     assert len(load_interactions("csv", str(path))) == 1
 
 
+@pytest.mark.parametrize("header", ["reviewerID,asin", "member_id,anime_id", "playlist_id,track_uri",
+                                    '"user","item"', "'user','item'"])
+def test_a_header_of_other_id_columns_or_quoted_names_is_detected(tmp_path, header):
+    """Headers the detection knew before it required a whole column name: an ``…_id``/``…ID`` column outside its
+    word list (Amazon's ``reviewerID``), or names quoted as R's ``write.csv`` writes them. They were read as a
+    first row of data (one made-up user and item)."""
+    path = tmp_path / "headed.csv"
+    path.write_text(header + "\n1,2\n3,4\n")
+    data = load_interactions("csv", str(path))
+    assert (len(data), data.num_users, data.num_items) == (2, 2, 2)
+
+
+@pytest.mark.parametrize("first", ["ANDROID,KID,4", "squid,avid,5", "Android,android,3"])
+def test_ids_ending_in_id_letters_are_data(tmp_path, first):
+    path = tmp_path / "ids.csv"
+    path.write_text(first + "\nbob,x,3\n")
+    assert len(load_interactions("csv", str(path))) == 2
+
+
 @pytest.mark.parametrize(
     ("content", "match"),
     [

@@ -51,6 +51,9 @@ HEADER_NAMES = re.compile(r"(user|item|movie|product|customer|business|song|arti
 """Column names a header line's user or item field may hold, once lower-cased with ``_``, ``-``, ``.`` and spaces
 removed (``user``, ``userId``, ``item_id``, ``movie``, ``uid``, ``id``, ...). The whole field must be such a name:
 an id that merely contains a word (``user_1``, ``android``) is data, not a header (``data.csv_header`` auto)."""
+ID_COLUMN = re.compile(r"[A-Za-z][\w .-]*?(?:[_ .-][Ii][Dd]|(?<=[a-z])I[Dd])s?")
+"""Any other column name ending in a separate ``id`` word (``member_id``, ``anime id``, ``reviewerID``,
+``playlistId``); ``android`` or ``ANDROID`` (no word boundary before the ``id``) do not match."""
 
 
 @dataclass(frozen=True)
@@ -172,12 +175,14 @@ def _parse_numeric(text: str, sep: str, where: str, *, min_fields: int, max_fiel
 
 def csv_has_header(text: str, sep: str = ",") -> bool:
     """Whether the first non-blank line is a header: its user/item field names a column (``user``, ``itemId``,
-    ``movie_id``, ...) or its rating field is not a number. Ids may be text, so numbers alone do not decide."""
+    ``movie_id``, ``reviewerID``, ..., quoted or not) or its rating field is not a number. Ids may be text, so
+    numbers alone do not decide."""
     first = next((line for line in text.splitlines() if line.strip()), "")
-    fields = [f.strip().lower() for f in first.split(sep)]
+    fields = [f.strip().strip("\"'").strip() for f in first.split(sep)]           # "userId" as R writes it
     if len(fields) >= 3 and not _is_number(fields[2]):
         return True
-    return any(HEADER_NAMES.fullmatch(re.sub(r"[\s_.\-]", "", f)) for f in fields[:2])
+    return any(HEADER_NAMES.fullmatch(re.sub(r"[\s_.\-]", "", f.lower())) or ID_COLUMN.fullmatch(f)
+               for f in fields[:2])
 
 
 # ----------------------------------------------------------------------------------------------- files
