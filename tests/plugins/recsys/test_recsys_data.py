@@ -96,6 +96,23 @@ def test_ids_written_differently_are_different_ids(tmp_path, rows, users):
         assert load_interactions("ml-100k", str(root)).num_users == len(users)
 
 
+def test_padded_ids_that_name_distinct_integers_keep_the_numeric_indexing(tmp_path):
+    """Zero-padded ids of varying width (``02``, ``1``, ``10``) are no two ids merged: they keep the numeric order
+    they had before ``007`` and ``7`` were told apart. Reading them as text reordered users and items (``02`` <
+    ``1`` < ``10``), which changes the split and maps an older run's checkpoint rows to other users."""
+    rows = [("02", "010"), ("1", "9"), ("10", "010"), ("1", "0011"), ("02", "9"), ("3", "0011")]
+    plain = [(str(int(u)), str(int(i))) for u, i in rows]
+    (tmp_path / "padded.csv").write_text("".join(f"{u},{i}\n" for u, i in rows))
+    (tmp_path / "plain.csv").write_text("".join(f"{u},{i}\n" for u, i in plain))
+    padded, canonical = (load_interactions("csv", str(tmp_path / f)) for f in ("padded.csv", "plain.csv"))
+    assert torch.equal(padded.users, canonical.users) and torch.equal(padded.items, canonical.items)
+    assert (padded.num_users, padded.num_items) == (4, 3)
+    assert padded.users.tolist() == [0, 0, 1, 1, 2, 3]               # 1, 1, 02, 02, 3, 10: numeric order
+    ml = write_ml(tmp_path, "ml-100k", "".join(f"{u}\t{i}\t5\t100\n" for u, i in rows))  # through the fast path's gate
+    fast = load_interactions("ml-100k", str(ml))
+    assert torch.equal(fast.users, canonical.users) and torch.equal(fast.items, canonical.items)
+
+
 @pytest.mark.parametrize("header", ["userId,movieId,rating", "user_id,item_id", "User ID,Item ID,Rating",
                                     "uid,iid,score", "user,item,rating,timestamp"])
 def test_a_header_naming_the_columns_is_detected(tmp_path, header):

@@ -46,7 +46,8 @@ GET_MOVIELENS = (
 )
 NON_CANONICAL_ID = re.compile(r"^ *(?:\+|-?0\d|-0\b)|^[^\t\n]*\t *(?:\+|-?0\d|-0\b)", re.M)
 """A user or item field (first two tab-separated fields) that is a number but not written as Python writes that
-integer (``007``, ``+7``, ``-0``): read as text, so that ``007`` and ``7`` stay two ids."""
+integer (``007``, ``+7``, ``-0``): the line parser reads such a file, keeping the ids' text, so that
+:func:`_remap` can tell ``007`` from ``7``."""
 HEADER_NAMES = re.compile(r"(user|item|movie|product|customer|business|song|artist|track|book)s?(id)?|[ui]id|id")
 """Column names a header line's user or item field may hold, once lower-cased with ``_``, ``-``, ``.`` and spaces
 removed (``user``, ``userId``, ``item_id``, ``movie``, ``uid``, ``id``, ...). The whole field must be such a name:
@@ -258,16 +259,21 @@ def read_csv(path: str | Path | None, header: bool | None = None) -> RawRatings:
 def _remap(ids: np.ndarray) -> tuple[np.ndarray, int]:
     """Contiguous indices of ``ids``: integer ids in numeric order, otherwise text order.
 
-    Text ids count as integers only when every one is written as that integer is (``7``, ``-3``): ``007`` or
-    ``+7`` make the column text, so that two distinct ids never merge into one.
+    Text ids that all read as integers keep the numeric order (``02`` before ``10``, as ``2`` before ``10``), unless
+    two of them are the same integer written differently (``007`` and ``7``, ``+7``): the column is then text, so
+    that two distinct ids never merge into one. A column without such a pair is indexed as it was before ``007``
+    and ``7`` were told apart, so older runs' splits and checkpoints still match their data.
     """
-    try:
-        keys: np.ndarray = ids.astype(np.int64)
-    except (ValueError, OverflowError):
-        keys = ids
-    if keys is not ids and ids.dtype.kind in "US" and not np.array_equal(keys.astype(ids.dtype), ids):
-        keys = ids
-    uniq, index = np.unique(keys, return_inverse=True)
+    uniq, index = np.unique(ids, return_inverse=True)
+    if ids.dtype.kind in "US" and uniq.size:
+        try:
+            numbers = uniq.astype(np.int64)
+        except (ValueError, OverflowError):
+            numbers = None
+        if numbers is not None and np.unique(numbers).size == uniq.size:     # no id written twice: numeric order
+            rank = np.empty(uniq.size, dtype=np.int64)
+            rank[np.argsort(numbers)] = np.arange(uniq.size)
+            index = rank[index]
     return index.astype(np.int64), int(uniq.size)
 
 
