@@ -4,8 +4,9 @@ InfoGraph (Sun et al., ICLR 2020, §4.2) and GraphCL (You et al., NeurIPS 2020, 
 embeddings by 10-fold cross-validation of an SVM trained on the frozen embeddings, with ``C`` chosen from
 ``{10^-3, …, 10^3}``; PUCL (Wang et al. 2024, Table 2) reports that SVM readout. Here every outer fold picks
 ``C`` by an inner stratified cross-validation on its training part only (no test fold is seen), features are
-standardised with training-fold statistics, and the result is the mean and standard deviation (``ddof = 0``)
-of the outer-fold accuracies. scikit-learn is imported on first use.
+standardised with training-fold statistics unless ``standardize=False`` (the InfoGraph/GraphCL script's
+``SVC()`` sees raw embeddings), and the result is the mean and standard deviation (``ddof = 0``) of the
+outer-fold accuracies. scikit-learn is imported on first use.
 """
 
 from __future__ import annotations
