@@ -56,3 +56,26 @@ def test_a_checkpoint_from_more_gpus_restores_the_devices_this_process_sees(monk
              "cuda": [np.full(16, 3, dtype=np.uint8), np.full(16, 4, dtype=np.uint8)]}
     set_rng_state(state)
     assert restored == {0: bytes([3] * 16)}
+
+
+def test_the_run_devices_state_follows_it_to_the_device_it_resumes_on(monkeypatch) -> None:
+    """Saved by a run on cuda:3 of a 4-GPU machine, resumed with one GPU visible (``--device cuda:0``): the state
+    that run's draws came from is device 3's, not device 0's (an unused device, still at the seed's state)."""
+    restored: dict[int, bytes] = {}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all",
+                        lambda: [torch.full((16,), i, dtype=torch.uint8) for i in range(4)])
+    state = rng_state()
+    assert state["cuda_device"] == 3 and len(state["cuda"]) == 4
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "set_rng_state",
+                        lambda new_state, device=0: restored.__setitem__(device, bytes(new_state.numpy())))
+    set_rng_state(state)
+    assert restored == {0: bytes([3] * 16)}
+    restored.clear()
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)                  # same machine: device by device
+    set_rng_state(state)
+    assert restored == {i: bytes([i] * 16) for i in range(4)}

@@ -27,6 +27,7 @@ def rng_state() -> dict[str, Any]:
     }
     if torch.cuda.is_available():
         state["cuda"] = [s.numpy() for s in torch.cuda.get_rng_state_all()]
+        state["cuda_device"] = int(torch.cuda.current_device())  # the run's device (Run sets it for cuda:K)
     return state
 
 
@@ -39,10 +40,17 @@ def _rng_bytes(saved: Any) -> torch.Tensor:
 def set_rng_state(state: Mapping[str, Any]) -> None:
     """Restore :func:`rng_state` (or an older checkpoint's, with torch tensors on whatever device it was loaded to);
     the CUDA states only where CUDA is available, and only of the devices this process sees (a checkpoint written
-    where more GPUs were visible, e.g. resumed under a scheduler that shows each run one GPU, still loads)."""
+    where more GPUs were visible, e.g. resumed under a scheduler that shows each run one GPU, still loads).
+
+    When fewer GPUs are visible than were saved, device numbers no longer match, so the state of the device the
+    run used when it saved goes to the device it uses now (``--resume RUN --device cuda:0`` after ``cuda:3``)."""
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(_rng_bytes(state["torch"]))
     if "cuda" in state and torch.cuda.is_available():
-        for index, saved in enumerate(state["cuda"][: torch.cuda.device_count()]):
-            torch.cuda.set_rng_state(_rng_bytes(saved), index)
+        saved, count = list(state["cuda"]), torch.cuda.device_count()
+        for index, device_state in enumerate(saved[:count]):
+            torch.cuda.set_rng_state(_rng_bytes(device_state), index)
+        used = state.get("cuda_device")
+        if used is not None and len(saved) > count and 0 <= int(used) < len(saved):
+            torch.cuda.set_rng_state(_rng_bytes(saved[int(used)]), torch.cuda.current_device())
