@@ -184,3 +184,24 @@ def test_a_resume_from_the_final_checkpoint_keeps_the_training_metrics(tmp_path,
     before, after = resume_from_final("recsys", args, tmp_path)
     assert {"train/loss", "train/clamped_frac"} <= set(before)
     assert after == before
+
+
+def test_eval_and_resume_after_the_data_file_changed_are_one_line(tmp_path):
+    """A CSV edited since the run trained sizes the embedding tables differently: one line naming the change,
+    not torch's size-mismatch traceback."""
+    data = tmp_path / "ratings.csv"
+    rows = [f"{u},{i},5" for u in range(12) for i in range(2 * u, 2 * u + 8)]  # 30 items
+    data.write_text("\n".join(rows) + "\n")
+    sets = ["data.dataset=csv", f"data.root={data}", "train.epochs=1", "train.batch_size=8", "eval.ks=[5,20]",
+            "encoder.dim=8", "eval.at_init=false"]
+    code, out = run_cli(["train", "--plugin", "recsys", "--loss", "infonce", "--preset", "smoke",
+                         *[a for s in sets for a in ("--set", s)], "--logdir", str(tmp_path / "r")])
+    assert code == 0, out
+    run_dir = next((tmp_path / "r" / "recsys" / "infonce").iterdir())
+    data.write_text("\n".join([*rows, *(f"99,{i},5" for i in range(8))]) + "\n")  # one more user
+    info = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**info, "status": "running"}))  # as if killed: resumable
+    for args in (["eval", str(run_dir)], ["train", "--resume", str(run_dir)]):
+        code, out = run_cli(args)
+        assert code == 2 and "was trained on other data" in out and "13 users" in out, out
+        assert "Traceback" not in out and "size mismatch" not in out

@@ -183,7 +183,7 @@ class RecsysTask(TaskPlugin[RecsysConfig]):
         step, baselines = 0, {}
         window = LogWindow()  # per-step loss and clamp fraction since the last log
         if state is not None:
-            model.load_state_dict(state["model"])
+            _load_weights(model, state, run, split)
             optimizer.load_state_dict(state["optimizer"])
             step, baselines = int(state["step"]), dict(state.get("baselines", {}))
             window.load_state_dict(state.get("log_window"), dev)
@@ -259,7 +259,7 @@ class RecsysTask(TaskPlugin[RecsysConfig]):
             raise ConfigError(f"run {run.dir} has no checkpoint; continue it with --resume {run.dir}")
         _, split = self.problem(config)
         model = build_model(config, split, run.device)
-        model.load_state_dict(state["model"])
+        _load_weights(model, state, run, split)
         return self._metrics(config, model, split, run.device)
 
     def _record(self, run: Run, config: RecsysConfig, data: Interactions, split: Split, total: int,
@@ -273,3 +273,20 @@ class RecsysTask(TaskPlugin[RecsysConfig]):
             score=config.sampler.hparams().get("similarity"), steps=total, baselines=baselines,
             loss_inputs="user-item interactions only (no observed labels)",
         )
+
+
+def _load_weights(model: Model, state: dict[str, Any], run: Run, split: Split) -> None:
+    """Load a checkpoint's weights into ``model``, or say in one line that the data changed since the run trained.
+
+    The embedding tables are sized by the users and items the data gives now; a data file edited since (or read
+    another way, e.g. ``007`` and ``7`` as two users) no longer fits the checkpoint, and torch's size-mismatch
+    error would be a traceback of every table.
+    """
+    current = {f"{part}.{key}": value for part, tensors in model.state_dict().items() for key, value in tensors.items()}
+    for name, saved in ((f"{p}.{k}", v) for p, tensors in state["model"].items() for k, v in tensors.items()):
+        if name in current and tuple(saved.shape) != tuple(current[name].shape):
+            raise ConfigError(
+                f"run {run.dir} was trained on other data: its checkpoint's {name} has shape {list(saved.shape)}, "
+                f"the data now gives {list(current[name].shape)} ({split.num_users} users, {split.num_items} "
+                f"items); data.root changed since the run was trained, so point it at the run's data")
+    model.load_state_dict(state["model"])
