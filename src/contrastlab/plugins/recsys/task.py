@@ -288,5 +288,5 @@ def _load_weights(model: Model, state: dict[str, Any], run: Run, split: Split) -
             raise ConfigError(
                 f"run {run.dir} was trained on other data: its checkpoint's {name} has shape {list(saved.shape)}, "
                 f"the data now gives {list(current[name].shape)} ({split.num_users} users, {split.num_items} "
-                f"items); data.root changed since the run was trained, so point it at the run's data")
+                f"items); the file at data.root changed since the run trained: restore the data it trained on")
     model.load_state_dict(state["model"])
