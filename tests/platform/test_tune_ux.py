@@ -131,6 +131,11 @@ def test_a_cuda_device_this_machine_lacks_is_refused_before_anything_runs(tmp_pa
         ([*TINY, "--search", "loss..x=uniform(0.1,0.2)"], "--search 'loss..x=uniform(0.1,0.2)': bad key", "--set"),
         (SEARCH, "--preset is required for platform tune --plugin recsys", "--recipe"),
         ([*TINY, "--set", "seed=3", *SEARCH], "--set seed: cannot be set here; use --seeds-per-trial", "--seed-list"),
+        ([*TINY, *SEARCH, "--trials", "0"], "--trials 0: must be ≥ 1", "--parallel"),
+        ([*TINY, *SEARCH, "--seeds-per-trial", "-1"], "--seeds-per-trial -1: must be ≥ 1", "--trials"),
+        ([*TINY, *SEARCH, "--parallel", "0"], "--parallel 0: must be ≥ 1", "--seeds-per-trial"),
+        ([*TINY, *SEARCH, "--search", "loss.tau_plus=uniform(0.1,0.2)", "--search", "train.epochs=int(1,2)"],
+         "--search: loss.tau_plus is given twice", "train.epochs"),
     ],
 )  # fmt: skip
 def test_each_error_names_the_option_that_caused_it(tmp_path, args, message, not_in):

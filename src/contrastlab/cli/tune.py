@@ -94,14 +94,16 @@ def add_tune_commands(app: typer.Typer) -> None:
         from contrastlab.platform.plugins import get_task_plugin
         from contrastlab.platform.rundir import check_writable_dir
 
-        if trials < 1 or seeds_per_trial < 1 or parallel < 1:
-            raise ConfigError("--trials, --seeds-per-trial and --parallel must be ≥ 1")
+        for option, value in (("--trials", trials), ("--seeds-per-trial", seeds_per_trial), ("--parallel", parallel)):
+            if value < 1:
+                raise ConfigError(f"{option} {value}: must be ≥ 1")
         if pruner not in ("median", "none"):
             raise ConfigError(f"--pruner {pruner}: choose median or none")
         params = [tn.parse_search(s) for s in search]
         keys = [p.key for p in params]
-        if len(set(keys)) != len(keys):
-            raise ConfigError(f"--search: a key is given twice ({', '.join(keys)})")
+        twice = sorted({key for key in keys if keys.count(key) > 1})
+        if twice:
+            raise ConfigError(f"--search: {', '.join(twice)} {'is' if len(twice) == 1 else 'are'} given twice")
         sets = [parse_fixed(s) for s in set_ or []]
         refuse_device_set([s.split("=", 1)[0] for s in sets], "--device" if device is not None else
                           "--gpus-per-run" if backend == "ray" and gpus_per_run > 0 else None)
