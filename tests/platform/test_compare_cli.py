@@ -270,3 +270,16 @@ def test_kill_prints_the_resume_hint_like_ctrl_c(toy_pm, tmp_path, monkeypatch, 
     from contrastlab.experiments.out_folder import LOCK_FILE
 
     assert not (tmp_path / "out" / LOCK_FILE).exists()  # the clean-up ran: a rerun is not refused as busy
+
+
+def test_report_help_names_every_file_the_report_writes(toy_pm, tmp_path):
+    """`platform report --help` said it rebuilds "results.csv, results.md, curves.png, final.png and the TensorBoard
+    logdir", but the report also writes summary.csv and aggregate.png: every file it writes is named."""
+    toy.write_synthetic_run(tmp_path / "a", final={"score": 0.5})
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    written = sorted(p.name for p in (tmp_path / "r").iterdir())
+    assert "summary.csv" in written and "aggregate.png" in written, written
+    text = " ".join(CliRunner().invoke(app, ["report", "--help"], terminal_width=400).output.split())
+    for name in written:
+        assert (name if name != "tensorboard" else "TensorBoard logdir") in text, (name, text)

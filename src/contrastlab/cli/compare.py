@@ -349,7 +349,8 @@ def add_compare_commands(app: typer.Typer) -> None:
         rows: Annotated[str | None, typer.Option(help=HELP["rows"])] = None,
         curve: Annotated[str | None, typer.Option(help=HELP["curve"])] = None,
     ) -> None:
-        """Rebuild results.csv, results.md, curves.png, final.png and the TensorBoard logdir from run dirs.
+        """Rebuild results.csv, summary.csv, results.md, curves.png, aggregate.png, final.png and the TensorBoard
+        logdir from run dirs (see docs/compare.md, "platform report").
 
         Examples:
 
