@@ -210,3 +210,21 @@ def test_number_checks_reach_constrained_items_and_optional_lists() -> None:
         with pytest.raises(ConfigError, match=needle):
             check_numbers(data, Section)
     check_numbers({"grid": [0.5, 2], "sizes": [3]}, Section)
+
+
+@pytest.mark.parametrize(
+    ("preset", "message"),
+    [({"train": {"stepz": 40}}, "unknown config key 'train.stepz'"),
+     ({"train": {"steps": "forty"}}, "invalid config value train.steps='forty'")],
+    ids=["unknown-key", "bad-value"],
+)
+def test_a_bad_key_in_a_plugins_preset_is_blamed_on_the_preset(toy_pm: PluginManager, monkeypatch, preset, message):
+    """A plugin author's typo in a preset read as if the user had typed it ("unknown config key 'train.stepz'",
+    with nothing of the sort on the command line): the error now names the plugin and the preset."""
+    task = toy()
+    monkeypatch.setattr(type(task), "presets", {**type(task).presets, "smoke": preset})
+    with pytest.raises(ConfigError) as info:
+        resolve_config(task, preset="smoke", sets=["train.lr=0.5"])
+    text = str(info.value)
+    assert text.startswith("plugin 'toy_clusters', preset 'smoke' (the plugin's own settings, not this command): ")
+    assert message in text and "\n" not in text, text

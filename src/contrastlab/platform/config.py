@@ -136,7 +136,11 @@ def _model_for_path(model: type[BaseModel], path: tuple[Any, ...]) -> type[BaseM
 
 def validation_message(exc: ValidationError, model: type[BaseModel]) -> str:
     """Turn the first pydantic error into one line naming the key and the valid keys/values."""
-    err = exc.errors()[0]
+    return _error_message(exc.errors()[0], model)
+
+
+def _error_message(err: Mapping[str, Any], model: type[BaseModel]) -> str:
+    """One line for one pydantic error (an item of ``ValidationError.errors()``)."""
     loc = tuple(err.get("loc", ()))
     dotted = ".".join(str(p) for p in loc)
     if err.get("type") == "extra_forbidden":
@@ -262,6 +266,21 @@ def resolve_components(config: TaskConfig) -> TaskConfig:
     return config
 
 
+def _check_preset(plugin: TaskPlugin, preset: str, data: Mapping[str, Any]) -> None:
+    """A preset's own unknown key or bad value is the plugin's bug: say so, rather than report it as if the user had
+    typed it. Only errors at a key count (a field the preset leaves to the defaults or a check across sections is
+    left to the full config's validation)."""
+    try:
+        plugin.config_model.model_validate(dict(data))
+    except ValidationError as exc:
+        errors = [e for e in exc.errors() if e.get("type") != "missing" and e.get("loc")]
+        if errors:
+            raise ConfigError(
+                f"plugin '{plugin.name}', preset '{preset}' (the plugin's own settings, not this command): "
+                f"{_error_message(errors[0], plugin.config_model)}"
+            ) from None
+
+
 def resolve_config(
     plugin: TaskPlugin,
     *,
@@ -279,6 +298,7 @@ def resolve_config(
     if preset not in plugin.presets:
         raise UnknownNameError(unknown_name_message(f"{plugin.name} preset", preset, list(plugin.presets)))
     data: dict[str, Any] = deep_merge({}, plugin.presets[preset])
+    _check_preset(plugin, preset, data)
     if config_file is not None:
         file_data = load_yaml_file(config_file)
         for section in COMPONENT_SECTIONS:
