@@ -228,3 +228,17 @@ def test_a_bad_key_in_a_plugins_preset_is_blamed_on_the_preset(toy_pm: PluginMan
     text = str(info.value)
     assert text.startswith("plugin 'toy_clusters', preset 'smoke' (the plugin's own settings, not this command): ")
     assert message in text and "\n" not in text, text
+
+
+def test_a_hyperparameter_of_another_loss_names_the_losses_that_have_it(toy_pm: PluginManager) -> None:
+    """`--set loss.tau_plus=0.05` without `--loss dcl` said "loss 'infonce' has no hyperparameter 'tau_plus'; valid:
+    (none)." and left the user to find which loss has it: the error now lists them and how to pick one."""
+    curl = registry("plugin").get("curl").factory()
+    with pytest.raises(UnknownNameError) as info:
+        resolve_config(curl, preset="smoke", sets=["loss.tau_plus=0.05"])
+    text = str(info.value)
+    assert "loss 'infonce' has no hyperparameter 'tau_plus'" in text
+    assert "Losses with tau_plus: bcl, dcl, debiased_pos, hcl (choose one with --loss)." in text, text
+    with pytest.raises(UnknownNameError) as info:  # a name no component has: no such list
+        resolve_config(curl, preset="smoke", sets=["loss.nope=1"])
+    assert "Losses with" not in str(info.value)

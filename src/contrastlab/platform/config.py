@@ -261,7 +261,10 @@ def resolve_components(config: TaskConfig) -> TaskConfig:
     for section, kind in COMPONENT_SECTIONS.items():
         spec: ComponentSpec = getattr(config, section)
         component = registry(kind).get(spec.name)
-        values = component.resolve(spec.hparams())
+        try:
+            values = component.resolve(spec.hparams())
+        except UnknownNameError as exc:  # a hyperparameter of another component: name the ones that have it
+            raise UnknownNameError(f"{exc}{registry(kind).owners_hint(component, spec.hparams())}") from None
         setattr(config, section, ComponentSpec(name=spec.name, **values))
     return config
 

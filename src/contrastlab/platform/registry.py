@@ -301,6 +301,17 @@ class Registry:
         """Instantiate ``name`` with validated hyperparameters."""
         return self.get(name).create(**kwargs)
 
+    def owners_hint(self, component: Component, given: Mapping[str, Any]) -> str:
+        """`` Losses with tau_plus: dcl, hcl (choose one with --loss).`` for the first of ``given`` that
+        ``component`` lacks, or ``""`` when no component of this registry has it either."""
+        own = {hp.name for hp in component.hyperparameters}
+        key = next((k for k in given if k not in own), None)
+        owners = [c.name for c in self if any(hp.name == key for hp in c.hyperparameters)]
+        if not owners:
+            return ""
+        kinds = f"{self.kind.capitalize()}{'es' if self.kind.endswith('s') else 's'}"
+        return f" {kinds} with {key}: {', '.join(owners)} (choose one with --{self.kind})."
+
     def names(self) -> list[str]:
         """Registered names, sorted."""
         return sorted(self._items)
