@@ -242,3 +242,17 @@ def test_a_hyperparameter_of_another_loss_names_the_losses_that_have_it(toy_pm: 
     with pytest.raises(UnknownNameError) as info:  # a name no component has: no such list
         resolve_config(curl, preset="smoke", sets=["loss.nope=1"])
     assert "Losses with" not in str(info.value)
+
+
+def test_a_bad_key_in_a_config_file_names_the_file(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """`platform train --plugin curl --config best.yaml` with a recsys best.yaml said "unknown config key
+    'train.epochs'" with no word of the file it came from."""
+    path = tmp_path / "best.yaml"
+    path.write_text("train:\n  stepz: 3\n")
+    with pytest.raises(ConfigError, match=r"^--config .*best\.yaml: unknown config key 'train\.stepz'"):
+        resolve_config(toy(), config_file=path)
+    path.write_text("train:\n  steps: many\n")
+    with pytest.raises(ConfigError, match=r"^--config .*best\.yaml: invalid config value train\.steps='many'"):
+        resolve_config(toy(), config_file=path)
+    path.write_text("train:\n  steps: 3\n")
+    assert resolve_config(toy(), config_file=path).train.steps == 3

@@ -269,19 +269,20 @@ def resolve_components(config: TaskConfig) -> TaskConfig:
     return config
 
 
-def _check_preset(plugin: TaskPlugin, preset: str, data: Mapping[str, Any]) -> None:
-    """A preset's own unknown key or bad value is the plugin's bug: say so, rather than report it as if the user had
-    typed it. Only errors at a key count (a field the preset leaves to the defaults or a check across sections is
-    left to the full config's validation)."""
+def _check_part(plugin: TaskPlugin, data: Mapping[str, Any], where: str) -> None:
+    """Name the source of an unknown key or bad value found in one part of the config (a plugin's preset, a
+    ``--config`` file), rather than report it as if typed on the command line. Only errors at a key count: a field
+    left to the defaults, or a check of a whole section or of several, is left to the full config's validation."""
     try:
         plugin.config_model.model_validate(dict(data))
     except ValidationError as exc:
-        errors = [e for e in exc.errors() if e.get("type") != "missing" and e.get("loc")]
+        errors = [
+            e for e in exc.errors()
+            if e.get("type") == "extra_forbidden"
+            or (e.get("type") != "missing" and e.get("loc") and not isinstance(e.get("input"), Mapping))
+        ]  # fmt: skip
         if errors:
-            raise ConfigError(
-                f"plugin '{plugin.name}', preset '{preset}' (the plugin's own settings, not this command): "
-                f"{_error_message(errors[0], plugin.config_model)}"
-            ) from None
+            raise ConfigError(f"{where}: {_error_message(errors[0], plugin.config_model)}") from None
 
 
 def resolve_config(
@@ -301,9 +302,11 @@ def resolve_config(
     if preset not in plugin.presets:
         raise UnknownNameError(unknown_name_message(f"{plugin.name} preset", preset, list(plugin.presets)))
     data: dict[str, Any] = deep_merge({}, plugin.presets[preset])
-    _check_preset(plugin, preset, data)
+    own = "the plugin's own settings, not this command"
+    _check_part(plugin, data, f"plugin '{plugin.name}', preset '{preset}' ({own})")
     if config_file is not None:
         file_data = load_yaml_file(config_file)
+        _check_part(plugin, file_data, f"--config {config_file}")
         for section in COMPONENT_SECTIONS:
             name = file_data.get(section, {}).get("name") if isinstance(file_data.get(section), dict) else None
             _reset_component(data, section, name)
