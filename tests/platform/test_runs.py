@@ -448,3 +448,22 @@ def test_a_torchrun_rank_that_comes_after_rank_0_takes_the_named_run_directory(t
     rank1 = Run.create(task, config, tmp_path, run_name="ddp")
     assert rank1.dir == rank0.dir and not rank1.is_main
     assert {p.name: p.read_bytes() for p in rank0.dir.iterdir()} == before  # rank 1 writes nothing
+
+
+def test_reopening_a_run_of_a_plugin_not_installed_says_so(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """`platform eval`/`--resume` of a run trained by a third-party plugin that is no longer installed said only
+    "unknown plugin 'toy_clusters'; valid: curl, ...", as if the user had mistyped a name they never typed."""
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.plugins import get_task_plugin
+    from contrastlab.platform.run import Run
+
+    task = get_task_plugin("toy_clusters")
+    run = Run.create(task, resolve_config(task), tmp_path, run_name="r")
+    run.mark("interrupted")
+    run.close()
+    with fresh_plugin_manager():  # the built-ins only: contrastlab-toy uninstalled
+        for args in (["eval", str(run.dir)], ["train", "--resume", str(run.dir)]):
+            code, out = run_cli(args)
+            assert code == 2 and "Traceback" not in out, out
+            assert f"{run.dir} was trained with plugin 'toy_clusters', which is not installed here" in out, out
+            assert "`platform plugins` lists the installed plugin packages" in out, out
