@@ -283,3 +283,17 @@ def test_report_help_names_every_file_the_report_writes(toy_pm, tmp_path):
     text = " ".join(CliRunner().invoke(app, ["report", "--help"], terminal_width=400).output.split())
     for name in written:
         assert (name if name != "tensorboard" else "TensorBoard logdir") in text, (name, text)
+
+
+def test_a_path_with_square_brackets_is_printed_as_it_is(toy_pm, tmp_path):
+    """The compare header, the dry-run lines and the report's notes went through rich markup: `--out r[v2]` was
+    printed as `r`, so the folder the user was told about did not exist."""
+    out = tmp_path / "r[v2]"
+    result = CliRunner().invoke(app, [*BASE, "--out", str(out), "--dry-run"], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    assert f"→ {out}:" in result.output and f"{out}/runs/toy/" in result.output, result.output
+    toy.write_synthetic_run(tmp_path / "a[1]", final={"score": 0.5})
+    toy.write_synthetic_run(tmp_path / "b", final={"score": 0.5})  # the same run again: a note names both
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "b"), str(tmp_path / "a[1]"), "--out", str(out)],
+                                terminal_width=400)
+    assert result.exit_code == 0 and "note:" in result.output and "a[1]" in result.output, result.output

@@ -293,3 +293,18 @@ def test_eta_line_reads_how_far_each_run_to_resume_got(tmp_path):
     (run_dir / "run.json").write_text(json.dumps({"status": "interrupted", "progress": 0.9}))
     assert f"ETA ≈ {cmp.fmt_duration(100.0 + cmp.RUN_START_S)} for 1 run" in eta_lines(plan, points, configs, [None],
                                                                                      tmp_path)[0]
+
+
+def test_an_error_keeps_its_square_brackets(tmp_path):
+    """Errors went through rich markup: "grid: {key: [values]}" printed as "grid: {key: }" (and `[x]` vanished from
+    any message, a file name included). The message also said "(required)" twice."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("plugin: recsys\npreset: smoke\n")
+    result = CliRunner().invoke(app, ["compare", "--recipe", str(recipe), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "'parts' is required: list of {losses: [...], sets: {key: value}, grid: {key: [values]}}" in text, text
+    assert text.count("required") == 1, text
+    missing = tmp_path / "[bold]x.yaml"
+    result = CliRunner().invoke(app, ["compare", "--recipe", str(missing), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and f"recipe file not found: {missing}" in result.output, result.output

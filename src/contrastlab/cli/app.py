@@ -159,7 +159,8 @@ def config_command(
     try:  # train's pre-flight: say when `platform train` would refuse this config as incompatible
         preflight(task, config)
     except IncompatibleError as exc:
-        err_console.print(f"note: platform train would refuse this config: {exc}", highlight=False, soft_wrap=True)
+        err_console.print(escape(f"note: platform train would refuse this config: {exc}"), highlight=False,
+                          soft_wrap=True)
     except ContrastlabError:
         pass  # data missing and the like: train says so itself, and the config may be meant for another machine
 

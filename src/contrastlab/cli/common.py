@@ -28,7 +28,7 @@ err_console = Console(stderr=True)
 
 def fail(message: str, code: int = 2) -> None:
     """Print ``error: message`` on stderr and exit with ``code`` (no traceback)."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)  # `[x]` is text
     raise typer.Exit(code)
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from contrastlab.cli.common import err_console, print_commands, say, shell_command, user_errors
 from contrastlab.cli.compare import HELP as COMPARE_HELP
@@ -136,15 +137,15 @@ def add_tune_commands(app: typer.Typer) -> None:
         the_study = tn.open_study(spec, url, name, pruner)
         before = tn.finished(the_study)
         err_console.print(
-            f"tune {task.name}/{loss}: preset {chosen}, study '{name}' in {url}: {before} of {count(trials, 'trial')} "
-            f"finished; "
-            f"{task.primary_metric} ({spec.direction}), {seeds_per_trial} seed(s) per trial, backend {backend}",
+            escape(f"tune {task.name}/{loss}: preset {chosen}, study '{name}' in {url}: {before} of "
+                   f"{count(trials, 'trial')} finished; {task.primary_metric} ({spec.direction}), {seeds_per_trial} "
+                   f"seed(s) per trial, backend {backend}"),
             highlight=False,
             soft_wrap=True,
         )
         note = tn.ray_pruning_note(spec)
         if note:
-            err_console.print(note, highlight=False, soft_wrap=True)
+            err_console.print(escape(note), highlight=False, soft_wrap=True)
         gave_up = None
         term = TermState()
         try:
