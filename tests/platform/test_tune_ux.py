@@ -292,6 +292,17 @@ def test_a_user_error_inside_a_trial_is_one_line_without_optunas_traceback(tmp_p
     assert not [r for r in records.lines if "failed" in r], records.lines
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc (a folder nobody can create in)")
+def test_a_sqlite_storage_in_a_folder_nothing_can_be_created_in_is_one_line(tmp_path):
+    """`--storage sqlite:////proc/x.db` passed the URL check (the folder exists) and then crashed with SQLAlchemy's
+    OperationalError traceback (exit 1) when Optuna created the database."""
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [*BASE, *TINY, *SEARCH, "--out", str(out), "--storage", "sqlite:////proc/x.db"])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert "--storage sqlite:////proc/x.db: cannot create anything in /proc" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and not out.exists()
+
+
 def test_a_storage_file_that_is_not_a_study_database_is_one_line(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
