@@ -308,3 +308,25 @@ def test_an_error_keeps_its_square_brackets(tmp_path):
     missing = tmp_path / "[bold]x.yaml"
     result = CliRunner().invoke(app, ["compare", "--recipe", str(missing), "--out", str(tmp_path / "out")])
     assert result.exit_code == 2 and f"recipe file not found: {missing}" in result.output, result.output
+
+
+def test_a_gpu_preset_on_the_cpu_is_warned_about_without_a_time_estimate_too(tmp_path):
+    """A plugin with GPU-sized presets but no estimate_seconds (a third-party one) got "ETA unknown" and no warning
+    that its GPU preset would run on the CPU, which docs/compare.md promises for every GPU-sized preset."""
+    from types import SimpleNamespace
+
+    from contrastlab.experiments.plan import eta_lines
+
+    class NoEstimate:
+        name, gpu_presets, default_preset = "ring", frozenset({"big"}), "smoke"
+
+        def estimate_seconds(self, config, device):
+            return None
+
+    points = cmp.expand_grid("ring", ["a"], [1], hparams_of=lambda loss: set())
+    configs = {p.config_hash: SimpleNamespace(device="cpu") for p in points}
+    lines = eta_lines(SimpleNamespace(plugin=NoEstimate(), preset="big"), points, configs, [None], tmp_path)
+    assert lines == ["ETA unknown for 1 run (plugin 'ring' gives no time estimate)",
+                     "warning: preset 'big' is sized for a GPU but runs on the CPU here; for a quick check use "
+                     "--preset smoke"], lines
+    assert len(eta_lines(SimpleNamespace(plugin=NoEstimate(), preset="big"), points, configs, ["cuda:0"])) == 1

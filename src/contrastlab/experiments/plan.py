@@ -151,10 +151,10 @@ def eta_lines(
     seconds, kinds = cmp.estimate_wall_time(pending, configs, slots, plan.plugin, done)
     n = len(pending)
     if seconds is None:
-        return [f"ETA unknown for {cmp.count(n, 'run')} (plugin '{plan.plugin.name}' gives no time estimate)"]
-    where = " and ".join(kinds)
-    eta = cmp.fmt_duration(seconds)
-    lines = [f"ETA ≈ {eta} for {cmp.count(n, 'run')} on {where}, {len(slots)} at a time (plugin's estimate)"]
+        lines = [f"ETA unknown for {cmp.count(n, 'run')} (plugin '{plan.plugin.name}' gives no time estimate)"]
+    else:
+        where, eta = " and ".join(kinds), cmp.fmt_duration(seconds)
+        lines = [f"ETA ≈ {eta} for {cmp.count(n, 'run')} on {where}, {len(slots)} at a time (plugin's estimate)"]
     if plan.preset in plan.plugin.gpu_presets and kinds == ["cpu"]:
         lines.append(
             f"warning: preset '{plan.preset}' is sized for a GPU but runs on the CPU here; "
