@@ -297,3 +297,18 @@ def test_a_path_with_square_brackets_is_printed_as_it_is(toy_pm, tmp_path):
     result = CliRunner().invoke(app, ["report", str(tmp_path / "b"), str(tmp_path / "a[1]"), "--out", str(out)],
                                 terminal_width=400)
     assert result.exit_code == 0 and "note:" in result.output and "a[1]" in result.output, result.output
+
+
+def test_a_crash_before_the_first_checkpoint_says_resume_starts_over_with_the_same_config(toy_pm, tmp_path):
+    """A run that crashed before any checkpoint (curl with `--set encoder.num_layers=45`: the encoder refuses the
+    image size) printed "fix the cause, then continue with: platform train --resume ...", but --resume keeps the
+    run's config.yaml and has nothing to continue from: it says so now."""
+    args = ["train", "--plugin", "toy", "--loss", "toy_plain", "--logdir", str(tmp_path), "--seed", "4",
+            "--set", "train.fail_seed=4", "--set", "checkpoint_every=5"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code != 0 and isinstance(result.exception, RuntimeError), result.output
+    text = " ".join(result.output.split())
+    assert ("no checkpoint was saved, so --resume starts it again from the beginning with this run's config.yaml "
+            "(a changed setting needs a new run); fix the cause, then continue with:") in text, text
+    result = CliRunner().invoke(app, [*args[:-2], "--set", "checkpoint_every=2", "--logdir", str(tmp_path / "b")])
+    assert "fix the cause, then continue with:" in result.output and "no checkpoint" not in result.output

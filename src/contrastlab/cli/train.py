@@ -174,7 +174,10 @@ def execute(run: Run) -> dict:
         if run.is_main:
             run.rundir.error_log.write_text(traceback.format_exc())
         say(f"traceback saved to {run.rundir.error_log}", stderr=True)
-        print_commands("fix the cause, then continue with:", resume_command(run), stderr=True)
+        start_over = "" if run.latest_checkpoint_step() is not None else (
+            "no checkpoint was saved, so --resume starts it again from the beginning with this run's config.yaml "
+            "(a changed setting needs a new run); ")
+        print_commands(f"{start_over}fix the cause, then continue with:", resume_command(run), stderr=True)
         raise
     finally:
         run.graceful_stop = None
