@@ -467,3 +467,41 @@ def test_reopening_a_run_of_a_plugin_not_installed_says_so(toy_pm: PluginManager
             assert code == 2 and "Traceback" not in out, out
             assert f"{run.dir} was trained with plugin 'toy_clusters', which is not installed here" in out, out
             assert "`platform plugins` lists the installed plugin packages" in out, out
+
+
+class _TextMetricModule:
+    """A third-party task whose ``train`` returns a metric that is not a number."""
+
+    @cl.hookimpl
+    def register_plugins(self, register) -> None:
+        from contrastlab_toy.task import ToyTask
+
+        class TextMetric(ToyTask):
+            name = "text_metric"
+
+            def train(self, config, run):
+                return {**super().train(config, run), **({"note": "abc"} if config.seed == 1 else {})}
+
+            def evaluate(self, run, options):
+                return {**super().evaluate(run, options), "note": None}
+
+        register(TextMetric)
+
+
+def test_a_metric_that_is_not_a_number_is_one_line_naming_the_plugin(tmp_path: Path) -> None:
+    """`float('abc')` inside the core ended the run with "ValueError: could not convert string to float: 'abc'" and a
+    traceback through contrastlab's own code, with no word of which plugin or metric."""
+    with fresh_plugin_manager(_TextMetricModule(), package="contrastlab-text"):
+        code, out = run_cli(["train", "--plugin", "text_metric", "--loss", "dcl", "--set", "train.steps=4",
+                             "--logdir", str(tmp_path)])
+    assert code == 1 and "Traceback" not in out, out
+    assert "error: plugin 'text_metric' returned metric note='abc' from train(); metrics must be numbers" in out, out
+    (run_dir,) = [p for p in tmp_path.glob("*/*/*") if p.is_dir()]
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
+    with fresh_plugin_manager(_TextMetricModule(), package="contrastlab-text"):  # and from evaluate (eval)
+        code, out = run_cli(["train", "--plugin", "text_metric", "--loss", "dcl", "--set", "train.steps=4",
+                             "--seed", "2", "--logdir", str(tmp_path / "b")])
+        assert code == 0, out
+        code, out = run_cli(["eval", str(next((tmp_path / "b").glob("*/*/*")))])
+    assert code == 1 and "Traceback" not in out, out
+    assert "error: plugin 'text_metric' returned metric note=None from evaluate(); metrics must be numbers" in out

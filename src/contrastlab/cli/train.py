@@ -31,7 +31,7 @@ from contrastlab.experiments.grid import fmt_duration
 from contrastlab.platform.config import flatten_items, load_yaml_file, resolve_config
 from contrastlab.platform.errors import ConfigError, ContrastlabError, RunDirError, StorageError
 from contrastlab.platform.plugins import get_task_plugin
-from contrastlab.platform.run import Run, read_run_info, resolve_device
+from contrastlab.platform.run import Run, metric_numbers, read_run_info, resolve_device
 from contrastlab.platform.rundir import check_writable_dir
 from contrastlab.platform.stopping import GracefulStop
 from contrastlab.platform.task import EvalOptions, TaskConfig, TaskPlugin
@@ -350,8 +350,8 @@ def add_train_commands(app: typer.Typer) -> None:
         run.plugin.check_eval(options)
         recording = f", recording a video to {video}" if video is not None else ""
         say(f"evaluating {run.dir} (checkpoint at step {step}{recording})", stderr=True)
-        metrics = run.plugin.evaluate(run, options)
-        record = {k: float(v) for k, v in metrics.items()}  # + which checkpoint (a run may go on afterwards)
+        metrics = metric_numbers(run.plugin.name, run.plugin.evaluate(run, options), "evaluate")
+        record = dict(metrics)  # + which checkpoint (a run may go on afterwards)
         run.rundir.eval_json.write_text(json.dumps({**record, "checkpoint_step": step}, indent=2))
         table = Table(title=f"eval {run.dir}")
         table.add_column("metric")

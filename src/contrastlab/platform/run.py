@@ -24,7 +24,7 @@ import yaml
 from contrastlab.platform.checkpoints import CheckpointStore
 from contrastlab.platform.config import config_from_dict, config_to_dict, load_yaml_file
 from contrastlab.platform.devices import is_main_process, resolve_device
-from contrastlab.platform.errors import ConfigError, DataMissingError, StorageError, UnknownNameError
+from contrastlab.platform.errors import ConfigError, DataMissingError, PluginError, StorageError, UnknownNameError
 from contrastlab.platform.hparams import hparam_columns, write_session
 from contrastlab.platform.plugins import get_task_plugin
 from contrastlab.platform.preflight import preflight
@@ -341,7 +341,7 @@ class Run:
         When the run logged ``train/clamped_frac…`` (the debiased losses' floor statistic), the metrics get
         ``train/clamped_frac``: the mean of every value logged by the run (a resumed run counts the rows it kept).
         """
-        metrics = {k: float(v) for k, v in (metrics or {}).items()}
+        metrics = metric_numbers(self.plugin.name, metrics)
         if self._clamp_log and CLAMP_TAG not in metrics:
             metrics[CLAMP_TAG] = sum(self._clamp_log) / len(self._clamp_log)
         wall = self.elapsed()
@@ -398,3 +398,16 @@ class Run:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+def metric_numbers(plugin: str, metrics: Mapping[str, Any] | None, hook: str = "train") -> dict[str, float]:
+    """A plugin's ``train``/``evaluate`` metrics as floats; one that is not a number is the plugin's bug, said in one
+    line (:class:`PluginError`)."""
+    out: dict[str, float] = {}
+    for key, value in (metrics or {}).items():
+        try:
+            out[key] = float(value)
+        except (TypeError, ValueError):
+            raise PluginError(f"plugin '{plugin}' returned metric {key}={value!r} from {hook}(); metrics must be "
+                              "numbers") from None
+    return out
