@@ -505,3 +505,45 @@ def test_a_metric_that_is_not_a_number_is_one_line_naming_the_plugin(tmp_path: P
         code, out = run_cli(["eval", str(next((tmp_path / "b").glob("*/*/*")))])
     assert code == 1 and "Traceback" not in out, out
     assert "error: plugin 'text_metric' returned metric note=None from evaluate(); metrics must be numbers" in out
+
+
+class _NoPrimaryModule:
+    """A third-party task whose ``train`` does not return the primary metric it declares."""
+
+    @cl.hookimpl
+    def register_plugins(self, register) -> None:
+        from contrastlab_toy.task import ToyTask
+
+        class NoPrimary(ToyTask):
+            name = "no_primary"
+
+            def train(self, config, run):
+                return {"eval/other": sum(super().train(config, run).values())}
+
+        register(NoPrimary)
+
+
+def test_a_run_without_its_declared_primary_metric_says_so(tmp_path: Path) -> None:
+    """A plugin that declares primary_metric but does not return it trained "fine"; only a later `platform compare`
+    said "failed: no finite eval/nn_accuracy in 2 completed runs". `platform train` now notes it at once."""
+    with fresh_plugin_manager(_NoPrimaryModule(), package="contrastlab-np"):
+        code, out = run_cli(["train", "--plugin", "no_primary", "--loss", "dcl", "--set", "train.steps=4",
+                             "--logdir", str(tmp_path)])
+    assert code == 0, out
+    note = ("note: this run has no 'eval/nn_accuracy', the primary metric of plugin 'no_primary' (its final "
+            "metrics: eval/other); platform compare and platform tune rank runs by it")
+    assert note in out, out
+    with fresh_plugin_manager(_NoPrimaryModule(), package="contrastlab-np"):  # a resumed run says it too
+        code, out = run_cli(["train", "--plugin", "no_primary", "--loss", "dcl", "--set", "train.steps=4",
+                             "--run-name", "r", "--logdir", str(tmp_path / "r")])
+        run_dir = tmp_path / "r" / "no_primary" / "dcl" / "r"
+        info = json.loads((run_dir / "run.json").read_text())
+        (run_dir / "run.json").write_text(json.dumps({**info, "status": "interrupted"}))
+        code, out = run_cli(["train", "--resume", str(run_dir)])
+    assert code == 0 and note in out, out
+    import contrastlab_toy.plugin
+
+    with fresh_plugin_manager(contrastlab_toy.plugin, package="contrastlab-toy"):  # it returns its primary metric
+        code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "train.steps=4",
+                             "--logdir", str(tmp_path / "b")])
+    assert code == 0 and "primary metric" not in out, out

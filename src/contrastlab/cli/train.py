@@ -309,6 +309,11 @@ def add_train_commands(app: typer.Typer) -> None:
         note_if_busy()
         summary = execute(run)
         print_summary(run, summary)
+        primary = run.plugin.primary_metric  # (a resumed run too)
+        if primary and primary not in summary.get("metrics", {}):  # e.g. simclr with eval.linear=false, or a slip
+            returned = ", ".join(sorted(summary.get("metrics", {}))) or "none"
+            say(f"note: this run has no '{primary}', the primary metric of plugin '{run.plugin.name}' (its final "
+                f"metrics: {returned}); platform compare and platform tune rank runs by it", stderr=True)
 
     @app.command("eval")
     @user_errors
