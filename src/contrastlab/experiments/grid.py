@@ -236,6 +236,14 @@ def key_applies(key: str, hparams: set[str]) -> bool:
     return key.split(".")[1] in hparams
 
 
+def _owners_hint(hp_name: str) -> str:
+    """``; losses with tau_plus: dcl, hcl (add one to --loss)``, from the registered losses, or ``""``."""
+    from contrastlab.platform.plugins import registry
+
+    owners = [c.name for c in registry("loss") if any(hp.name == hp_name for hp in c.hyperparameters)]
+    return f"; losses with {hp_name}: {', '.join(owners)} (add one to --loss)" if owners else ""
+
+
 def expand_grid(
     plugin: str,
     losses: Sequence[str],
@@ -266,7 +274,7 @@ def expand_grid(
             which = f"loss {losses[0]} has no" if len(losses) == 1 else f"none of the losses {', '.join(losses)} has"
             raise UnknownNameError(
                 f"unknown key '{key}': {which} hyperparameter '{hp_name}'; "
-                f"valid loss keys: {', '.join(valid) or '(none)'}"
+                f"valid loss keys: {', '.join(valid) or '(none)'}{_owners_hint(hp_name)}"
             )
     points: list[GridPoint] = []
     for loss in losses:
