@@ -237,11 +237,11 @@ def key_applies(key: str, hparams: set[str]) -> bool:
 
 
 def _owners_hint(hp_name: str) -> str:
-    """``; losses with tau_plus: dcl, hcl (add one to --loss)``, from the registered losses, or ``""``."""
+    """``; losses with tau_plus: dcl, hcl (choose one with --loss)``, from the registered losses, or ``""``."""
     from contrastlab.platform.plugins import registry
 
     owners = [c.name for c in registry("loss") if any(hp.name == hp_name for hp in c.hyperparameters)]
-    return f"; losses with {hp_name}: {', '.join(owners)} (add one to --loss)" if owners else ""
+    return f"; losses with {hp_name}: {', '.join(owners)} (choose one with --loss)" if owners else ""
 
 
 def expand_grid(
