@@ -441,3 +441,15 @@ def test_train_says_when_its_configuration_trains_no_loss(toy_pm: PluginManager,
     code, out = run_cli(args)
     assert code == 0, out
     assert "note: this toy_clusters configuration trains no contrastive loss, so loss 'dcl' is not used" in out
+
+
+def test_list_takes_the_singular_kind_too() -> None:
+    """`platform list loss` (the registry's own word: `loss 'dcl'`, `sampler 'queue'`) was refused with "unknown kind
+    'loss'; ... Did you mean 'losses'?"; it lists the same as the plural now."""
+    for plural in ("losses", "samplers", "encoders", "plugins"):
+        singular = plural.removesuffix("es") if plural == "losses" else plural.removesuffix("s")
+        code, out = run_cli(["list", singular, "--json"])
+        assert code == 0, out
+        assert out == run_cli(["list", plural, "--json"])[1]
+    code, out = run_cli(["list", "lossez"])
+    assert code == 2 and "unknown kind 'lossez'" in out, out

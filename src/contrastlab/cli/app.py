@@ -84,7 +84,8 @@ def _hparam_text(row: dict[str, Any]) -> str:
 def list_command(
     kind: Annotated[
         str | None,
-        typer.Argument(help="What to list: losses, samplers, encoders or plugins. Omit to list everything."),
+        typer.Argument(help="What to list: losses, samplers, encoders or plugins (or loss, sampler, ...). Omit to "
+                       "list everything."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")] = False,
 ) -> None:
@@ -95,6 +96,7 @@ def list_command(
 
     Examples: platform list losses;  platform list plugins --json
     """
+    kind = {single: plural for plural, single in KINDS.items()}.get(kind or "", kind)  # `list loss` = `list losses`
     if kind is not None and kind not in KINDS:
         raise UnknownNameError(unknown_name_message("kind", kind, list(KINDS)))
     kinds = [kind] if kind else list(KINDS)
