@@ -256,6 +256,7 @@ def test_list_table_prints_descriptions_verbatim() -> None:
 @pytest.mark.parametrize(("args", "message"), [
     (["eval"], "error: Missing argument 'run_dir'; see `platform eval --help`"),
     (["nope-command"], "error: No such command 'nope-command'; see `platform --help`"),
+    (["tran"], "error: No such command 'tran'. Did you mean 'train'? See `platform --help`"),  # not "?; see"
     (["compare", "--losses", "x"], "error: No such option: --losses (Possible options: --loss, --seeds, --set)"),
     (["eval", "somewhere", "--episodes", "0"], "error: Invalid value for '--episodes'"),
 ])

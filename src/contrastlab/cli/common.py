@@ -38,8 +38,10 @@ def print_usage_error(exc: Any) -> None:
     if type(exc).__name__ == "NoArgsIsHelpError":  # the help text was printed instead
         return
     ctx = getattr(exc, "ctx", None)
-    hint = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
     message = " ".join(str(exc.format_message()).split()).rstrip(".")
+    see = "? See" if message.endswith("?") else "; see"  # "Did you mean 'train'? See ...", not "'train'?; see"
+    message = message.removesuffix("?")
+    hint = f"{see} `{ctx.command_path} --help`" if ctx is not None else ("?" if see.startswith("?") else "")
     err_console.print(f"[bold red]error:[/] {escape(message)}{escape(hint)}", highlight=False, soft_wrap=True)
 
 
