@@ -279,5 +279,6 @@ def test_a_loss_key_no_chosen_loss_has_names_the_losses_that_have_it(tmp_path):
             "loss.tau_plus=0.05,0.1", "--out", str(tmp_path / "out"), "--dry-run"]  # fmt: skip
     result = CliRunner().invoke(app, args, terminal_width=400)
     assert result.exit_code == 2 and not (tmp_path / "out").exists(), result.output
-    assert ("unknown key 'loss.tau_plus': loss infonce has no hyperparameter 'tau_plus'; valid loss keys: (none); "
-            "losses with tau_plus: bcl, dcl, debiased_pos, hcl (choose one with --loss)") in result.output, result.output
+    message = ("unknown key 'loss.tau_plus': loss infonce has no hyperparameter 'tau_plus'; valid loss keys: (none); "
+               "losses with tau_plus: bcl, dcl, debiased_pos, hcl (choose one with --loss)")
+    assert message in result.output, result.output
