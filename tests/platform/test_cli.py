@@ -454,3 +454,17 @@ def test_list_takes_the_singular_kind_too() -> None:
         assert out == run_cli(["list", plural, "--json"])[1]
     code, out = run_cli(["list", "lossez"])
     assert code == 2 and "unknown kind 'lossez'" in out, out
+
+
+def test_compare_dry_run_lists_a_loss_free_run_under_loss_none(toy_pm: PluginManager, tmp_path: Path,
+                                                               monkeypatch) -> None:
+    """pu's end-to-end baseline in `compare --dry-run` read "pucl method=end_to_end": a loss it never trains, where
+    the tables say `none`. The line now says `none` and the folder the run is filed under."""
+    from contrastlab.platform.plugins import get_task_plugin
+
+    monkeypatch.setattr(type(get_task_plugin("toy_clusters")), "uses_loss", lambda self, config: False)
+    code, out = run_cli(["compare", "--plugin", "toy_clusters", "--loss", "infonce,dcl", "--dry-run",
+                         "--out", str(tmp_path / "out")])
+    assert code == 0, out
+    lines = [line for line in out.splitlines() if line.startswith("fresh")]
+    assert len(lines) == 1 and "none (filed under dcl)" in lines[0] and "/dcl/" in lines[0], out

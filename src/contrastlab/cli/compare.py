@@ -304,8 +304,10 @@ def add_compare_commands(app: typer.Typer) -> None:
             err_console.print(escape(line), style=style, highlight=False, soft_wrap=True)
         if dry_run:
             for p, s in zip(plan.points, states, strict=True):
+                label = p.label if plan.plugin.uses_loss(configs[p.config_hash]) else (  # as the tables name it
+                    f"none (filed under {p.loss}){p.label.removeprefix(p.loss)}")
                 console.print(
-                    escape(f"{s:9s} {p.label:32s} seed {p.seed:<3d} {p.run_dir(out_dir)}"), highlight=False,
+                    escape(f"{s:9s} {label:32s} seed {p.seed:<3d} {p.run_dir(out_dir)}"), highlight=False,
                     soft_wrap=True,
                 )
             return
