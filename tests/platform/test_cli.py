@@ -256,6 +256,7 @@ def test_list_table_prints_descriptions_verbatim() -> None:
 @pytest.mark.parametrize(("args", "message"), [
     (["eval"], "error: Missing argument 'run_dir'; see `platform eval --help`"),
     (["nope-command"], "error: No such command 'nope-command'; see `platform --help`"),
+    (["tran"], "error: No such command 'tran'. Did you mean 'train'? See `platform --help`"),  # not "?; see"
     (["compare", "--losses", "x"], "error: No such option: --losses (Possible options: --loss, --seeds, --set)"),
     (["eval", "somewhere", "--episodes", "0"], "error: Invalid value for '--episodes'"),
 ])
@@ -441,3 +442,29 @@ def test_train_says_when_its_configuration_trains_no_loss(toy_pm: PluginManager,
     code, out = run_cli(args)
     assert code == 0, out
     assert "note: this toy_clusters configuration trains no contrastive loss, so loss 'dcl' is not used" in out
+
+
+def test_list_takes_the_singular_kind_too() -> None:
+    """`platform list loss` (the registry's own word: `loss 'dcl'`, `sampler 'queue'`) was refused with "unknown kind
+    'loss'; ... Did you mean 'losses'?"; it lists the same as the plural now."""
+    for plural in ("losses", "samplers", "encoders", "plugins"):
+        singular = plural.removesuffix("es") if plural == "losses" else plural.removesuffix("s")
+        code, out = run_cli(["list", singular, "--json"])
+        assert code == 0, out
+        assert out == run_cli(["list", plural, "--json"])[1]
+    code, out = run_cli(["list", "lossez"])
+    assert code == 2 and "unknown kind 'lossez'" in out, out
+
+
+def test_compare_dry_run_lists_a_loss_free_run_under_loss_none(toy_pm: PluginManager, tmp_path: Path,
+                                                               monkeypatch) -> None:
+    """pu's end-to-end baseline in `compare --dry-run` read "pucl method=end_to_end": a loss it never trains, where
+    the tables say `none`. The line now says `none` and the folder the run is filed under."""
+    from contrastlab.platform.plugins import get_task_plugin
+
+    monkeypatch.setattr(type(get_task_plugin("toy_clusters")), "uses_loss", lambda self, config: False)
+    code, out = run_cli(["compare", "--plugin", "toy_clusters", "--loss", "infonce,dcl", "--dry-run",
+                         "--out", str(tmp_path / "out")])
+    assert code == 0, out
+    lines = [line for line in out.splitlines() if line.startswith("fresh")]
+    assert len(lines) == 1 and "none (filed under dcl)" in lines[0] and "/dcl/" in lines[0], out

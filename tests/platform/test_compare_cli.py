@@ -270,3 +270,45 @@ def test_kill_prints_the_resume_hint_like_ctrl_c(toy_pm, tmp_path, monkeypatch, 
     from contrastlab.experiments.out_folder import LOCK_FILE
 
     assert not (tmp_path / "out" / LOCK_FILE).exists()  # the clean-up ran: a rerun is not refused as busy
+
+
+def test_report_help_names_every_file_the_report_writes(toy_pm, tmp_path):
+    """`platform report --help` said it rebuilds "results.csv, results.md, curves.png, final.png and the TensorBoard
+    logdir", but the report also writes summary.csv and aggregate.png: every file it writes is named."""
+    toy.write_synthetic_run(tmp_path / "a", final={"score": 0.5})
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    written = sorted(p.name for p in (tmp_path / "r").iterdir())
+    assert "summary.csv" in written and "aggregate.png" in written, written
+    text = " ".join(CliRunner().invoke(app, ["report", "--help"], terminal_width=400).output.split())
+    for name in written:
+        assert (name if name != "tensorboard" else "TensorBoard logdir") in text, (name, text)
+
+
+def test_a_path_with_square_brackets_is_printed_as_it_is(toy_pm, tmp_path):
+    """The compare header, the dry-run lines and the report's notes went through rich markup: `--out r[v2]` was
+    printed as `r`, so the folder the user was told about did not exist."""
+    out = tmp_path / "r[v2]"
+    result = CliRunner().invoke(app, [*BASE, "--out", str(out), "--dry-run"], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    assert f"→ {out}:" in result.output and f"{out}/runs/toy/" in result.output, result.output
+    toy.write_synthetic_run(tmp_path / "a[1]", final={"score": 0.5})
+    toy.write_synthetic_run(tmp_path / "b", final={"score": 0.5})  # the same run again: a note names both
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "b"), str(tmp_path / "a[1]"), "--out", str(out)],
+                                terminal_width=400)
+    assert result.exit_code == 0 and "note:" in result.output and "a[1]" in result.output, result.output
+
+
+def test_a_crash_before_the_first_checkpoint_says_resume_starts_over_with_the_same_config(toy_pm, tmp_path):
+    """A run that crashed before any checkpoint (curl with `--set encoder.num_layers=45`: the encoder refuses the
+    image size) printed "fix the cause, then continue with: platform train --resume ...", but --resume keeps the
+    run's config.yaml and has nothing to continue from: it says so now."""
+    args = ["train", "--plugin", "toy", "--loss", "toy_plain", "--logdir", str(tmp_path), "--seed", "4",
+            "--set", "train.fail_seed=4", "--set", "checkpoint_every=5"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code != 0 and isinstance(result.exception, RuntimeError), result.output
+    text = " ".join(result.output.split())
+    assert ("no checkpoint was saved, so --resume starts it again from the beginning with this run's config.yaml "
+            "(a changed setting needs a new run); fix the cause, then continue with:") in text, text
+    result = CliRunner().invoke(app, [*args[:-2], "--set", "checkpoint_every=2", "--logdir", str(tmp_path / "b")])
+    assert "fix the cause, then continue with:" in result.output and "no checkpoint" not in result.output

@@ -266,3 +266,19 @@ def test_default_out_ignores_the_order_of_losses_sets_and_grid_values(tmp_path, 
     assert legacy != default_out("pu", "smoke", ["infonce", "dcl"], sets, [a])
     legacy.mkdir(parents=True)
     assert default_out("pu", "smoke", ["infonce", "dcl"], sets, [a]) == legacy  # an earlier version's folder
+
+
+def test_a_loss_key_no_chosen_loss_has_names_the_losses_that_have_it(tmp_path):
+    """`compare --loss infonce --grid loss.tau_plus=...` said only "valid loss keys: (none)"; as `platform train`
+    does, it now names the registered losses with that hyperparameter."""
+    from typer.testing import CliRunner
+
+    from contrastlab.cli import app
+
+    args = ["compare", "--plugin", "recsys", "--preset", "smoke", "--loss", "infonce", "--grid",
+            "loss.tau_plus=0.05,0.1", "--out", str(tmp_path / "out"), "--dry-run"]  # fmt: skip
+    result = CliRunner().invoke(app, args, terminal_width=400)
+    assert result.exit_code == 2 and not (tmp_path / "out").exists(), result.output
+    message = ("unknown key 'loss.tau_plus': loss infonce has no hyperparameter 'tau_plus'; valid loss keys: (none); "
+               "losses with tau_plus: bcl, dcl, debiased_pos, hcl (choose one with --loss)")
+    assert message in result.output, result.output

@@ -293,3 +293,40 @@ def test_eta_line_reads_how_far_each_run_to_resume_got(tmp_path):
     (run_dir / "run.json").write_text(json.dumps({"status": "interrupted", "progress": 0.9}))
     assert f"ETA ≈ {cmp.fmt_duration(100.0 + cmp.RUN_START_S)} for 1 run" in eta_lines(plan, points, configs, [None],
                                                                                      tmp_path)[0]
+
+
+def test_an_error_keeps_its_square_brackets(tmp_path):
+    """Errors went through rich markup: "grid: {key: [values]}" printed as "grid: {key: }" (and `[x]` vanished from
+    any message, a file name included). The message also said "(required)" twice."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("plugin: recsys\npreset: smoke\n")
+    result = CliRunner().invoke(app, ["compare", "--recipe", str(recipe), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "'parts' is required: list of {losses: [...], sets: {key: value}, grid: {key: [values]}}" in text, text
+    assert text.count("required") == 1, text
+    missing = tmp_path / "[bold]x.yaml"
+    result = CliRunner().invoke(app, ["compare", "--recipe", str(missing), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and f"recipe file not found: {missing}" in result.output, result.output
+
+
+def test_a_gpu_preset_on_the_cpu_is_warned_about_without_a_time_estimate_too(tmp_path):
+    """A plugin with GPU-sized presets but no estimate_seconds (a third-party one) got "ETA unknown" and no warning
+    that its GPU preset would run on the CPU, which docs/compare.md promises for every GPU-sized preset."""
+    from types import SimpleNamespace
+
+    from contrastlab.experiments.plan import eta_lines
+
+    class NoEstimate:
+        name, gpu_presets, default_preset = "ring", frozenset({"big"}), "smoke"
+
+        def estimate_seconds(self, config, device):
+            return None
+
+    points = cmp.expand_grid("ring", ["a"], [1], hparams_of=lambda loss: set())
+    configs = {p.config_hash: SimpleNamespace(device="cpu") for p in points}
+    lines = eta_lines(SimpleNamespace(plugin=NoEstimate(), preset="big"), points, configs, [None], tmp_path)
+    assert lines == ["ETA unknown for 1 run (plugin 'ring' gives no time estimate)",
+                     "warning: preset 'big' is sized for a GPU but runs on the CPU here; for a quick check use "
+                     "--preset smoke"], lines
+    assert len(eta_lines(SimpleNamespace(plugin=NoEstimate(), preset="big"), points, configs, ["cuda:0"])) == 1

@@ -210,3 +210,49 @@ def test_number_checks_reach_constrained_items_and_optional_lists() -> None:
         with pytest.raises(ConfigError, match=needle):
             check_numbers(data, Section)
     check_numbers({"grid": [0.5, 2], "sizes": [3]}, Section)
+
+
+@pytest.mark.parametrize(
+    ("preset", "message"),
+    [({"train": {"stepz": 40}}, "unknown config key 'train.stepz'"),
+     ({"train": {"steps": "forty"}}, "invalid config value train.steps='forty'")],
+    ids=["unknown-key", "bad-value"],
+)
+def test_a_bad_key_in_a_plugins_preset_is_blamed_on_the_preset(toy_pm: PluginManager, monkeypatch, preset, message):
+    """A plugin author's typo in a preset read as if the user had typed it ("unknown config key 'train.stepz'",
+    with nothing of the sort on the command line): the error now names the plugin and the preset."""
+    task = toy()
+    monkeypatch.setattr(type(task), "presets", {**type(task).presets, "smoke": preset})
+    with pytest.raises(ConfigError) as info:
+        resolve_config(task, preset="smoke", sets=["train.lr=0.5"])
+    text = str(info.value)
+    assert text.startswith("plugin 'toy_clusters', preset 'smoke' (the plugin's own settings, not this command): ")
+    assert message in text and "\n" not in text, text
+
+
+def test_a_hyperparameter_of_another_loss_names_the_losses_that_have_it(toy_pm: PluginManager) -> None:
+    """`--set loss.tau_plus=0.05` without `--loss dcl` said "loss 'infonce' has no hyperparameter 'tau_plus'; valid:
+    (none)." and left the user to find which loss has it: the error now lists them and how to pick one."""
+    curl = registry("plugin").get("curl").factory()
+    with pytest.raises(UnknownNameError) as info:
+        resolve_config(curl, preset="smoke", sets=["loss.tau_plus=0.05"])
+    text = str(info.value)
+    assert "loss 'infonce' has no hyperparameter 'tau_plus'" in text
+    assert "Losses with tau_plus: bcl, dcl, debiased_pos, hcl (choose one with --loss)." in text, text
+    with pytest.raises(UnknownNameError) as info:  # a name no component has: no such list
+        resolve_config(curl, preset="smoke", sets=["loss.nope=1"])
+    assert "Losses with" not in str(info.value)
+
+
+def test_a_bad_key_in_a_config_file_names_the_file(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """`platform train --plugin curl --config best.yaml` with a recsys best.yaml said "unknown config key
+    'train.epochs'" with no word of the file it came from."""
+    path = tmp_path / "best.yaml"
+    path.write_text("train:\n  stepz: 3\n")
+    with pytest.raises(ConfigError, match=r"^--config .*best\.yaml: unknown config key 'train\.stepz'"):
+        resolve_config(toy(), config_file=path)
+    path.write_text("train:\n  steps: many\n")
+    with pytest.raises(ConfigError, match=r"^--config .*best\.yaml: invalid config value train\.steps='many'"):
+        resolve_config(toy(), config_file=path)
+    path.write_text("train:\n  steps: 3\n")
+    assert resolve_config(toy(), config_file=path).train.steps == 3

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import contrastlab as cl
 import contrastlab.platform.plugins as plugins
 from contrastlab.platform.errors import ConfigError
 from contrastlab.platform.plugins import PluginManager, use_plugin_manager
@@ -178,11 +179,47 @@ class _NamelessLossModule:
         register(object)
 
 
+class _TaskWithIntConfig(cl.TaskPlugin):
+    """A third-party task whose ``config_model`` is not a ``TaskConfig`` (it made `platform train` crash)."""
+
+    name = "bad_task"
+    config_model = int
+
+
+class _TaskWithoutDefaultPreset(cl.TaskPlugin):
+    """A third-party task whose presets lack its default preset ``smoke``."""
+
+    name = "bad_task"
+    presets = {"big": {}}
+
+
+class _NotATaskPlugin:
+    """A plugin class that does not subclass ``TaskPlugin``."""
+
+    name = "bad_task"
+
+
+def _plugin_module(task: type) -> object:
+    class Module:
+        @cl.hookimpl
+        def register_plugins(self, register) -> None:
+            register(task)
+
+    return Module()
+
+
 @pytest.mark.parametrize(
     ("bad", "problem"),
     [(_BadSamplerModule(), "sampler 'one_way' from package 'contrastlab-toy' declares no inputs"),
-     (_NamelessLossModule(), "has no name")],
-    ids=["sampler-without-accepts", "loss-without-name"],
+     (_NamelessLossModule(), "has no name"),
+     (_plugin_module(_TaskWithIntConfig), "plugin 'bad_task' from package 'contrastlab-toy': config_model int is "
+      "not a subclass of contrastlab.TaskConfig"),
+     (_plugin_module(_TaskWithoutDefaultPreset), "plugin 'bad_task' from package 'contrastlab-toy': its default "
+      "preset 'smoke' is not in its presets (big)"),
+     (_plugin_module(_NotATaskPlugin), "plugin 'bad_task' from package 'contrastlab-toy': "
+      "_NotATaskPlugin is not a subclass of contrastlab.TaskPlugin")],
+    ids=["sampler-without-accepts", "loss-without-name", "plugin-config-not-taskconfig",
+         "plugin-default-preset-missing", "plugin-not-taskplugin"],
 )
 def test_invalid_registration_skips_the_package_not_every_command(bad, problem, capsys, monkeypatch) -> None:
     import contrastlab_toy.plugin

@@ -133,3 +133,38 @@ def test_allow_list_and_trace(tmp_path: Path) -> None:
     other = _platform(["list", "plugins", "--json"], _env(site, CONTRASTLAB_PLUGINS="something-else"), tmp_path)
     assert "toy_clusters" not in other.stdout
     assert "CONTRASTLAB_PLUGINS names 'something-else'" in other.stderr
+
+
+def test_a_command_named_like_an_existing_one_is_left_out_with_a_warning(capsys, monkeypatch) -> None:
+    """A third-party `register_commands` hook that added a command named `train` replaced the built-in
+    `platform train` silently (`platform train --plugin ...` then said "No such option: --plugin"). As for
+    losses and plugins, the first registration keeps the name and one warning names both packages."""
+    import typer
+
+    import contrastlab.platform.plugins as plugins
+
+    monkeypatch.setattr(plugins, "_warned", set())
+    app = typer.Typer()
+
+    @app.command("train")
+    def builtin_train() -> None:
+        """The built-in."""
+
+    class Commands:
+        @cl.hookimpl
+        def register_commands(self, app) -> None:
+            @app.command("train")
+            def hijack() -> None:
+                """Not the built-in."""
+
+            @app.command()
+            def ring_info() -> None:
+                """A new command: kept."""
+
+    with fresh_plugin_manager(Commands(), package="clashing-pkg") as pm:
+        pm.register_commands(app)
+    names = [(c.name, c.callback.__name__) for c in app.registered_commands]
+    assert names == [("train", "builtin_train"), (None, "ring_info")], names
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("warning: command 'train'"), err
+    assert "'contrastlab'" in err and "clashing-pkg" in err and "CONTRASTLAB_PLUGINS" in err, err

@@ -197,3 +197,32 @@ def test_the_eta_of_several_slots_does_not_rise_when_the_last_runs_start(monkeyp
     seen.append(eta.seconds_left(4))
     assert seen == pytest.approx([150.0, 110.0, 100.0])
     assert grid_progress.busy_span([0.5, 0.2], [1.0, 1.0, 0.5], slots=2) == pytest.approx(1.7)  # .2+1, .5+1, 1.2+.5
+
+
+def test_a_plain_bar_eta_beyond_a_day_keeps_its_days(monkeypatch) -> None:
+    """The plain line formatted the ETA with ``strftime("%H:%M:%S")``: 115.7 days left (a GPU preset on a CPU, as
+    a `nohup` log shows it) read "ETA 17:45:00". Hours now count on past 24."""
+    from contrastlab.platform import progress
+
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    bar = progress.ProgressBar(total=1_000_000, enabled=False)
+    clock[0] = 100.0
+    bar.update(10)  # 0.1 step/s: 999,990 steps left = 9,999,900 s
+    assert "ETA 2777:45:00" in bar.line()
+
+
+def test_a_finished_bar_says_nothing_is_left_even_without_a_rate(monkeypatch) -> None:
+    """A bar restarted at its last unit (CURL with init_steps covering the whole budget, or an evaluation after the
+    last frame) has no rate since the restart: at 100 % its line said "ETA ?" instead of "ETA 00:00:00"."""
+    from contrastlab.platform import progress
+
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    bar = progress.ProgressBar(total=800, enabled=False)
+    clock[0] = 1.0
+    bar.update(800)
+    bar.restart_rate()
+    clock[0] = 2.0
+    bar.update(0, eval=34.4)
+    assert "800/800 (100%)" in bar.line() and "ETA 00:00:00" in bar.line(), bar.line()

@@ -372,3 +372,13 @@ def test_two_seeds_apart_by_chance_are_a_tie_not_a_winner(tmp_path):
     verdict = rt.verdicts(groups)["toy"]
     assert verdict.winner is None and verdict.leaders == ("b", "a")
     assert groups[1].interval("mean") == pytest.approx(t_interval([1.2, 1.3]))
+
+
+def test_a_completed_run_whose_summary_is_unreadable_says_why(tmp_path):
+    """A run.json that says completed beside a damaged summary.json showed status "incomplete" with an empty error
+    column in results.md's "Runs not completed" table."""
+    run_dir = write_synthetic_run(tmp_path, final={"score": 0.5})
+    (run_dir / "summary.json").write_text("{truncated")
+    record = rs.load_run(run_dir)
+    assert record.status == "incomplete"
+    assert record.error == "run.json says completed, but summary.json is missing or unreadable", record.error

@@ -448,3 +448,102 @@ def test_a_torchrun_rank_that_comes_after_rank_0_takes_the_named_run_directory(t
     rank1 = Run.create(task, config, tmp_path, run_name="ddp")
     assert rank1.dir == rank0.dir and not rank1.is_main
     assert {p.name: p.read_bytes() for p in rank0.dir.iterdir()} == before  # rank 1 writes nothing
+
+
+def test_reopening_a_run_of_a_plugin_not_installed_says_so(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """`platform eval`/`--resume` of a run trained by a third-party plugin that is no longer installed said only
+    "unknown plugin 'toy_clusters'; valid: curl, ...", as if the user had mistyped a name they never typed."""
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.plugins import get_task_plugin
+    from contrastlab.platform.run import Run
+
+    task = get_task_plugin("toy_clusters")
+    run = Run.create(task, resolve_config(task), tmp_path, run_name="r")
+    run.mark("interrupted")
+    run.close()
+    with fresh_plugin_manager():  # the built-ins only: contrastlab-toy uninstalled
+        for args in (["eval", str(run.dir)], ["train", "--resume", str(run.dir)]):
+            code, out = run_cli(args)
+            assert code == 2 and "Traceback" not in out, out
+            assert f"{run.dir} was trained with plugin 'toy_clusters', which is not installed here" in out, out
+            assert "`platform plugins` lists the installed plugin packages" in out, out
+
+
+class _TextMetricModule:
+    """A third-party task whose ``train`` returns a metric that is not a number."""
+
+    @cl.hookimpl
+    def register_plugins(self, register) -> None:
+        from contrastlab_toy.task import ToyTask
+
+        class TextMetric(ToyTask):
+            name = "text_metric"
+
+            def train(self, config, run):
+                return {**super().train(config, run), **({"note": "abc"} if config.seed == 1 else {})}
+
+            def evaluate(self, run, options):
+                return {**super().evaluate(run, options), "note": None}
+
+        register(TextMetric)
+
+
+def test_a_metric_that_is_not_a_number_is_one_line_naming_the_plugin(tmp_path: Path) -> None:
+    """`float('abc')` inside the core ended the run with "ValueError: could not convert string to float: 'abc'" and a
+    traceback through contrastlab's own code, with no word of which plugin or metric."""
+    with fresh_plugin_manager(_TextMetricModule(), package="contrastlab-text"):
+        code, out = run_cli(["train", "--plugin", "text_metric", "--loss", "dcl", "--set", "train.steps=4",
+                             "--logdir", str(tmp_path)])
+    assert code == 1 and "Traceback" not in out, out
+    assert "error: plugin 'text_metric' returned metric note='abc' from train(); metrics must be numbers" in out, out
+    (run_dir,) = [p for p in tmp_path.glob("*/*/*") if p.is_dir()]
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
+    with fresh_plugin_manager(_TextMetricModule(), package="contrastlab-text"):  # and from evaluate (eval)
+        code, out = run_cli(["train", "--plugin", "text_metric", "--loss", "dcl", "--set", "train.steps=4",
+                             "--seed", "2", "--logdir", str(tmp_path / "b")])
+        assert code == 0, out
+        code, out = run_cli(["eval", str(next((tmp_path / "b").glob("*/*/*")))])
+    assert code == 1 and "Traceback" not in out, out
+    assert "error: plugin 'text_metric' returned metric note=None from evaluate(); metrics must be numbers" in out
+
+
+class _NoPrimaryModule:
+    """A third-party task whose ``train`` does not return the primary metric it declares."""
+
+    @cl.hookimpl
+    def register_plugins(self, register) -> None:
+        from contrastlab_toy.task import ToyTask
+
+        class NoPrimary(ToyTask):
+            name = "no_primary"
+
+            def train(self, config, run):
+                return {"eval/other": sum(super().train(config, run).values())}
+
+        register(NoPrimary)
+
+
+def test_a_run_without_its_declared_primary_metric_says_so(tmp_path: Path) -> None:
+    """A plugin that declares primary_metric but does not return it trained "fine"; only a later `platform compare`
+    said "failed: no finite eval/nn_accuracy in 2 completed runs". `platform train` now notes it at once."""
+    with fresh_plugin_manager(_NoPrimaryModule(), package="contrastlab-np"):
+        code, out = run_cli(["train", "--plugin", "no_primary", "--loss", "dcl", "--set", "train.steps=4",
+                             "--logdir", str(tmp_path)])
+    assert code == 0, out
+    note = ("note: this run has no 'eval/nn_accuracy', the primary metric of plugin 'no_primary' (its final "
+            "metrics: eval/other); platform compare and platform tune rank runs by it")
+    assert note in out, out
+    with fresh_plugin_manager(_NoPrimaryModule(), package="contrastlab-np"):  # a resumed run says it too
+        code, out = run_cli(["train", "--plugin", "no_primary", "--loss", "dcl", "--set", "train.steps=4",
+                             "--run-name", "r", "--logdir", str(tmp_path / "r")])
+        run_dir = tmp_path / "r" / "no_primary" / "dcl" / "r"
+        info = json.loads((run_dir / "run.json").read_text())
+        (run_dir / "run.json").write_text(json.dumps({**info, "status": "interrupted"}))
+        code, out = run_cli(["train", "--resume", str(run_dir)])
+    assert code == 0 and note in out, out
+    import contrastlab_toy.plugin
+
+    with fresh_plugin_manager(contrastlab_toy.plugin, package="contrastlab-toy"):  # it returns its primary metric
+        code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "train.steps=4",
+                             "--logdir", str(tmp_path / "b")])
+    assert code == 0 and "primary metric" not in out, out

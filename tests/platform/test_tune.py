@@ -145,6 +145,50 @@ def test_tuned_plan_uses_each_studys_values_on_fresh_seeds(tmp_path):
         make_tuned_plan([tmp_path], None, None, [])
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [('{"plugin": "recsys"}', "best.json is not a `platform tune` record (missing preset, loss, params)"),
+     ('{"plugin": "recsys", "preset": "smoke", "loss": "dcl"}',
+      "best.json is not a `platform tune` record (missing params)"),
+     ('{"plugin": "recsys", "preset": "smoke", "loss": "dcl", "params": [1]}',
+      "best.json is not a `platform tune` record (params is not a mapping)"),
+     ("[1, 2]", "best.json is not a `platform tune` record (not a JSON object)"),
+     ("{not json", "best.json is not a `platform tune` record (not valid JSON)")],
+    ids=["no-preset", "no-params", "params-list", "a-list", "malformed"],
+)
+def test_a_damaged_best_json_is_one_line(tmp_path, content, message):
+    """A hand-edited or truncated best.json raised KeyError with a traceback (`compare --tuned DIR`), or was
+    reported as missing when it was there but not an object."""
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "best.json").write_text(content)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["compare", "--tuned", str(tmp_path / "t"), "--out", str(out), "--dry-run"])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert f"--tuned {tmp_path / 't'}: {tmp_path / 't' / message}" in " ".join(result.output.split()), result.output
+    assert not out.exists()
+
+
+def test_tuned_studies_of_different_plugins_or_one_loss_twice_name_the_folders(tmp_path):
+    """The clash messages printed Python tuples (`[('recsys', 'smoke'), ('ring', 'smoke')]`) and `(hcl, hcl)`."""
+    import json
+
+    from contrastlab.experiments.plan import make_tuned_plan
+
+    for name, plugin, loss in (("a", "recsys", "dcl"), ("b", "graph", "dcl"), ("c", "recsys", "dcl")):
+        (tmp_path / name).mkdir()
+        record = {"plugin": plugin, "loss": loss, "preset": "smoke", "params": {"loss.tau_plus": "0.1"}}
+        (tmp_path / name / "best.json").write_text(json.dumps(record))
+    a, b, c = (tmp_path / n for n in "abc")
+    with pytest.raises(ConfigError) as info:
+        make_tuned_plan([a, b], 1, None, [])
+    assert str(info.value) == (f"--tuned: the studies differ in plugin or preset ({a}: recsys, preset smoke; {b}: "
+                               "graph, preset smoke); compare like with like")
+    with pytest.raises(ConfigError) as info:
+        make_tuned_plan([a, c], 1, None, [])
+    assert str(info.value) == (f"--tuned: {a} and {c} both tuned loss dcl; compare their best.json values by hand, "
+                               "or tune once more")
+
+
 def fake_train(steps: int, pause: float) -> str:
     """A fake ``platform train`` script: ``steps`` points of ``eval/score`` = 0.1, ``pause`` s apart, then a
     completed run with that value."""

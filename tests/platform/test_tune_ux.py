@@ -131,6 +131,11 @@ def test_a_cuda_device_this_machine_lacks_is_refused_before_anything_runs(tmp_pa
         ([*TINY, "--search", "loss..x=uniform(0.1,0.2)"], "--search 'loss..x=uniform(0.1,0.2)': bad key", "--set"),
         (SEARCH, "--preset is required for platform tune --plugin recsys", "--recipe"),
         ([*TINY, "--set", "seed=3", *SEARCH], "--set seed: cannot be set here; use --seeds-per-trial", "--seed-list"),
+        ([*TINY, *SEARCH, "--trials", "0"], "--trials 0: must be ≥ 1", "--parallel"),
+        ([*TINY, *SEARCH, "--seeds-per-trial", "-1"], "--seeds-per-trial -1: must be ≥ 1", "--trials"),
+        ([*TINY, *SEARCH, "--parallel", "0"], "--parallel 0: must be ≥ 1", "--seeds-per-trial"),
+        ([*TINY, *SEARCH, "--search", "loss.tau_plus=uniform(0.1,0.2)", "--search", "train.epochs=int(1,2)"],
+         "--search: loss.tau_plus is given twice", "train.epochs"),
     ],
 )  # fmt: skip
 def test_each_error_names_the_option_that_caused_it(tmp_path, args, message, not_in):
@@ -285,6 +290,17 @@ def test_a_user_error_inside_a_trial_is_one_line_without_optunas_traceback(tmp_p
     assert result.exit_code == 2, result.output
     assert "error: a worker refused the run" in result.output and "Traceback" not in result.output
     assert not [r for r in records.lines if "failed" in r], records.lines
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc (a folder nobody can create in)")
+def test_a_sqlite_storage_in_a_folder_nothing_can_be_created_in_is_one_line(tmp_path):
+    """`--storage sqlite:////proc/x.db` passed the URL check (the folder exists) and then crashed with SQLAlchemy's
+    OperationalError traceback (exit 1) when Optuna created the database."""
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [*BASE, *TINY, *SEARCH, "--out", str(out), "--storage", "sqlite:////proc/x.db"])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert "--storage sqlite:////proc/x.db: cannot create anything in /proc" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and not out.exists()
 
 
 def test_a_storage_file_that_is_not_a_study_database_is_one_line(tmp_path):

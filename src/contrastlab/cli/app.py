@@ -84,7 +84,8 @@ def _hparam_text(row: dict[str, Any]) -> str:
 def list_command(
     kind: Annotated[
         str | None,
-        typer.Argument(help="What to list: losses, samplers, encoders or plugins. Omit to list everything."),
+        typer.Argument(help="What to list: losses, samplers, encoders or plugins (or loss, sampler, ...). Omit to "
+                       "list everything."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")] = False,
 ) -> None:
@@ -95,6 +96,7 @@ def list_command(
 
     Examples: platform list losses;  platform list plugins --json
     """
+    kind = {single: plural for plural, single in KINDS.items()}.get(kind or "", kind)  # `list loss` = `list losses`
     if kind is not None and kind not in KINDS:
         raise UnknownNameError(unknown_name_message("kind", kind, list(KINDS)))
     kinds = [kind] if kind else list(KINDS)
@@ -159,7 +161,8 @@ def config_command(
     try:  # train's pre-flight: say when `platform train` would refuse this config as incompatible
         preflight(task, config)
     except IncompatibleError as exc:
-        err_console.print(f"note: platform train would refuse this config: {exc}", highlight=False, soft_wrap=True)
+        err_console.print(escape(f"note: platform train would refuse this config: {exc}"), highlight=False,
+                          soft_wrap=True)
     except ContrastlabError:
         pass  # data missing and the like: train says so itself, and the config may be meant for another machine
 

@@ -28,7 +28,7 @@ err_console = Console(stderr=True)
 
 def fail(message: str, code: int = 2) -> None:
     """Print ``error: message`` on stderr and exit with ``code`` (no traceback)."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)  # `[x]` is text
     raise typer.Exit(code)
 
 
@@ -38,8 +38,10 @@ def print_usage_error(exc: Any) -> None:
     if type(exc).__name__ == "NoArgsIsHelpError":  # the help text was printed instead
         return
     ctx = getattr(exc, "ctx", None)
-    hint = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
     message = " ".join(str(exc.format_message()).split()).rstrip(".")
+    see = "? See" if message.endswith("?") else "; see"  # "Did you mean 'train'? See ...", not "'train'?; see"
+    message = message.removesuffix("?")
+    hint = f"{see} `{ctx.command_path} --help`" if ctx is not None else ("?" if see.startswith("?") else "")
     err_console.print(f"[bold red]error:[/] {escape(message)}{escape(hint)}", highlight=False, soft_wrap=True)
 
 

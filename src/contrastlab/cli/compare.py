@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from contrastlab.cli.common import console, err_console, print_commands, say, shell_command, user_errors
 from contrastlab.experiments import grid as cmp
@@ -291,20 +292,23 @@ def add_compare_commands(app: typer.Typer) -> None:
         counts = {s: states.count(s) for s in ("completed", "resume", "fresh")}
         where = f"{len(slots)} at a time" if ray_opts is None else "on Ray, as many at a time as resources allow"
         err_console.print(
-            f"{plan.title}: preset {plan.preset}, {cmp.count(len(plan.points), 'run')} → {out_dir}: "
-            f"{counts['completed']} finished (skipped), {counts['resume']} to resume, {counts['fresh']} new; {where}; "
-            f"logs in {out_dir / 'logs'}",
+            escape(f"{plan.title}: preset {plan.preset}, {cmp.count(len(plan.points), 'run')} → {out_dir}: "
+                   f"{counts['completed']} finished (skipped), {counts['resume']} to resume, {counts['fresh']} new; "
+                   f"{where}; logs in {out_dir / 'logs'}"),
             highlight=False,
             soft_wrap=True,
         )
         pending = [p for p, s in zip(plan.points, states, strict=True) if s != "completed"]
         for line in eta_lines(plan, pending, configs, slots, out_dir) if ray_opts is None else []:
             style = "bold yellow" if line.startswith("warning:") else None
-            err_console.print(line, style=style, highlight=False, soft_wrap=True)
+            err_console.print(escape(line), style=style, highlight=False, soft_wrap=True)
         if dry_run:
             for p, s in zip(plan.points, states, strict=True):
+                label = p.label if plan.plugin.uses_loss(configs[p.config_hash]) else (  # as the tables name it
+                    f"none (filed under {p.loss}){p.label.removeprefix(p.loss)}")
                 console.print(
-                    f"{s:9s} {p.label:32s} seed {p.seed:<3d} {p.run_dir(out_dir)}", highlight=False, soft_wrap=True
+                    escape(f"{s:9s} {label:32s} seed {p.seed:<3d} {p.run_dir(out_dir)}"), highlight=False,
+                    soft_wrap=True,
                 )
             return
         lock = acquire_lock(out_dir)
@@ -338,7 +342,7 @@ def add_compare_commands(app: typer.Typer) -> None:
         if failed:
             logs = out_dir / "logs"
             total = cmp.count(len(results), "run")
-            err_console.print(f"{len(failed)} of {total} failed; see results.md and {logs}", soft_wrap=True)
+            err_console.print(escape(f"{len(failed)} of {total} failed; see results.md and {logs}"), soft_wrap=True)
             raise typer.Exit(1)
 
     @app.command("report")
@@ -349,7 +353,8 @@ def add_compare_commands(app: typer.Typer) -> None:
         rows: Annotated[str | None, typer.Option(help=HELP["rows"])] = None,
         curve: Annotated[str | None, typer.Option(help=HELP["curve"])] = None,
     ) -> None:
-        """Rebuild results.csv, results.md, curves.png, final.png and the TensorBoard logdir from run dirs.
+        """Rebuild results.csv, summary.csv, results.md, curves.png, aggregate.png, final.png and the TensorBoard
+        logdir from run dirs (see docs/compare.md, "platform report").
 
         Examples:
 
@@ -362,5 +367,5 @@ def add_compare_commands(app: typer.Typer) -> None:
         out_dir = report_home(dirs, out)
         check_writable_dir(out_dir, "--out" if out is not None else "output directory (DIR; see --out)")
         build_report(dirs, out_dir, rows=row_keys(rows) or recorded_rows(dirs), curve=curve,
-                     note=lambda text: err_console.print(f"note: {text}", highlight=False, soft_wrap=True))
+                     note=lambda text: err_console.print(escape(f"note: {text}"), highlight=False, soft_wrap=True))
         print_results(out_dir)

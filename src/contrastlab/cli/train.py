@@ -31,7 +31,7 @@ from contrastlab.experiments.grid import fmt_duration
 from contrastlab.platform.config import flatten_items, load_yaml_file, resolve_config
 from contrastlab.platform.errors import ConfigError, ContrastlabError, RunDirError, StorageError
 from contrastlab.platform.plugins import get_task_plugin
-from contrastlab.platform.run import Run, read_run_info, resolve_device
+from contrastlab.platform.run import Run, metric_numbers, read_run_info, resolve_device
 from contrastlab.platform.rundir import check_writable_dir
 from contrastlab.platform.stopping import GracefulStop
 from contrastlab.platform.task import EvalOptions, TaskConfig, TaskPlugin
@@ -174,7 +174,10 @@ def execute(run: Run) -> dict:
         if run.is_main:
             run.rundir.error_log.write_text(traceback.format_exc())
         say(f"traceback saved to {run.rundir.error_log}", stderr=True)
-        print_commands("fix the cause, then continue with:", resume_command(run), stderr=True)
+        start_over = "" if run.latest_checkpoint_step() is not None else (
+            "no checkpoint was saved, so --resume starts it again from the beginning with this run's config.yaml "
+            "(a changed setting needs a new run); ")
+        print_commands(f"{start_over}fix the cause, then continue with:", resume_command(run), stderr=True)
         raise
     finally:
         run.graceful_stop = None
@@ -306,6 +309,11 @@ def add_train_commands(app: typer.Typer) -> None:
         note_if_busy()
         summary = execute(run)
         print_summary(run, summary)
+        primary = run.plugin.primary_metric  # (a resumed run too)
+        if primary and primary not in summary.get("metrics", {}):  # e.g. simclr with eval.linear=false, or a slip
+            returned = ", ".join(sorted(summary.get("metrics", {}))) or "none"
+            say(f"note: this run has no '{primary}', the primary metric of plugin '{run.plugin.name}' (its final "
+                f"metrics: {returned}); platform compare and platform tune rank runs by it", stderr=True)
 
     @app.command("eval")
     @user_errors
@@ -347,8 +355,8 @@ def add_train_commands(app: typer.Typer) -> None:
         run.plugin.check_eval(options)
         recording = f", recording a video to {video}" if video is not None else ""
         say(f"evaluating {run.dir} (checkpoint at step {step}{recording})", stderr=True)
-        metrics = run.plugin.evaluate(run, options)
-        record = {k: float(v) for k, v in metrics.items()}  # + which checkpoint (a run may go on afterwards)
+        metrics = metric_numbers(run.plugin.name, run.plugin.evaluate(run, options), "evaluate")
+        record = dict(metrics)  # + which checkpoint (a run may go on afterwards)
         run.rundir.eval_json.write_text(json.dumps({**record, "checkpoint_step": step}, indent=2))
         table = Table(title=f"eval {run.dir}")
         table.add_column("metric")

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from contrastlab.cli.common import err_console, print_commands, say, shell_command, user_errors
 from contrastlab.cli.compare import HELP as COMPARE_HELP
@@ -94,14 +95,16 @@ def add_tune_commands(app: typer.Typer) -> None:
         from contrastlab.platform.plugins import get_task_plugin
         from contrastlab.platform.rundir import check_writable_dir
 
-        if trials < 1 or seeds_per_trial < 1 or parallel < 1:
-            raise ConfigError("--trials, --seeds-per-trial and --parallel must be ≥ 1")
+        for option, value in (("--trials", trials), ("--seeds-per-trial", seeds_per_trial), ("--parallel", parallel)):
+            if value < 1:
+                raise ConfigError(f"{option} {value}: must be ≥ 1")
         if pruner not in ("median", "none"):
             raise ConfigError(f"--pruner {pruner}: choose median or none")
         params = [tn.parse_search(s) for s in search]
         keys = [p.key for p in params]
-        if len(set(keys)) != len(keys):
-            raise ConfigError(f"--search: a key is given twice ({', '.join(keys)})")
+        twice = sorted({key for key in keys if keys.count(key) > 1})
+        if twice:
+            raise ConfigError(f"--search: {', '.join(twice)} {'is' if len(twice) == 1 else 'are'} given twice")
         sets = [parse_fixed(s) for s in set_ or []]
         refuse_device_set([s.split("=", 1)[0] for s in sets], "--device" if device is not None else
                           "--gpus-per-run" if backend == "ray" and gpus_per_run > 0 else None)
@@ -134,15 +137,15 @@ def add_tune_commands(app: typer.Typer) -> None:
         the_study = tn.open_study(spec, url, name, pruner)
         before = tn.finished(the_study)
         err_console.print(
-            f"tune {task.name}/{loss}: preset {chosen}, study '{name}' in {url}: {before} of {count(trials, 'trial')} "
-            f"finished; "
-            f"{task.primary_metric} ({spec.direction}), {seeds_per_trial} seed(s) per trial, backend {backend}",
+            escape(f"tune {task.name}/{loss}: preset {chosen}, study '{name}' in {url}: {before} of "
+                   f"{count(trials, 'trial')} finished; {task.primary_metric} ({spec.direction}), {seeds_per_trial} "
+                   f"seed(s) per trial, backend {backend}"),
             highlight=False,
             soft_wrap=True,
         )
         note = tn.ray_pruning_note(spec)
         if note:
-            err_console.print(note, highlight=False, soft_wrap=True)
+            err_console.print(escape(note), highlight=False, soft_wrap=True)
         gave_up = None
         term = TermState()
         try:

@@ -236,6 +236,14 @@ def key_applies(key: str, hparams: set[str]) -> bool:
     return key.split(".")[1] in hparams
 
 
+def _owners_hint(hp_name: str) -> str:
+    """``; losses with tau_plus: dcl, hcl (choose one with --loss)``, from the registered losses, or ``""``."""
+    from contrastlab.platform.plugins import registry
+
+    owners = [c.name for c in registry("loss") if any(hp.name == hp_name for hp in c.hyperparameters)]
+    return f"; losses with {hp_name}: {', '.join(owners)} (choose one with --loss)" if owners else ""
+
+
 def expand_grid(
     plugin: str,
     losses: Sequence[str],
@@ -266,7 +274,7 @@ def expand_grid(
             which = f"loss {losses[0]} has no" if len(losses) == 1 else f"none of the losses {', '.join(losses)} has"
             raise UnknownNameError(
                 f"unknown key '{key}': {which} hyperparameter '{hp_name}'; "
-                f"valid loss keys: {', '.join(valid) or '(none)'}"
+                f"valid loss keys: {', '.join(valid) or '(none)'}{_owners_hint(hp_name)}"
             )
     points: list[GridPoint] = []
     for loss in losses:
@@ -361,20 +369,20 @@ def estimate_wall_time(
     :meth:`~contrastlab.platform.task.TaskPlugin.estimate_seconds`, scheduling the runs in order on ``slots`` as
     the runner does (each starts on the first free slot), each with :data:`RUN_START_S` added. ``done`` (one per
     point, 0 to 1: :meth:`RunDir.progress`) is the part a resumed run has already trained: only the rest is
-    counted. ``None`` when the plugin gives no estimate."""
+    counted. The seconds are ``None`` when the plugin gives no estimate (the devices are still listed)."""
     from contrastlab.platform.run import resolve_device
 
     free = [0.0] * max(1, len(slots))
     kinds: dict[str, None] = {}
+    known = True
     for i, p in enumerate(points):
         slot = min(range(len(free)), key=free.__getitem__)
         config = configs[p.config_hash]
         device = slots[slot] if slots and slots[slot] else str(resolve_device(config.device))
         kind = "cuda" if device.startswith("cuda") else "cpu"
         seconds = plugin.estimate_seconds(config, kind)
-        if seconds is None:
-            return None, []
         kinds[kind] = None
+        known = known and seconds is not None
         left = 1.0 - done[i] if done is not None else 1.0
-        free[slot] += float(seconds) * left + RUN_START_S
-    return max(free), list(kinds)
+        free[slot] += (float(seconds) * left if seconds is not None else 0.0) + RUN_START_S
+    return (max(free) if known else None), list(kinds)

@@ -151,10 +151,10 @@ def eta_lines(
     seconds, kinds = cmp.estimate_wall_time(pending, configs, slots, plan.plugin, done)
     n = len(pending)
     if seconds is None:
-        return [f"ETA unknown for {cmp.count(n, 'run')} (plugin '{plan.plugin.name}' gives no time estimate)"]
-    where = " and ".join(kinds)
-    eta = cmp.fmt_duration(seconds)
-    lines = [f"ETA ≈ {eta} for {cmp.count(n, 'run')} on {where}, {len(slots)} at a time (plugin's estimate)"]
+        lines = [f"ETA unknown for {cmp.count(n, 'run')} (plugin '{plan.plugin.name}' gives no time estimate)"]
+    else:
+        where, eta = " and ".join(kinds), cmp.fmt_duration(seconds)
+        lines = [f"ETA ≈ {eta} for {cmp.count(n, 'run')} on {where}, {len(slots)} at a time (plugin's estimate)"]
     if plan.preset in plan.plugin.gpu_presets and kinds == ["cpu"]:
         lines.append(
             f"warning: preset '{plan.preset}' is sized for a GPU but runs on the CPU here; "
@@ -170,15 +170,11 @@ def make_tuned_plan(
     its tuned values, run on seeds the tuning never used (``--seeds N``: the N seeds after the largest tuning
     seed; ``--seed-list``: exactly those, none of them a tuning seed). A ``--set`` of a tuned key is refused (it
     would silently lose to the tuned value)."""
-    records = []
-    for d in dirs:
-        rec = read_json_file(Path(d) / "best.json")
-        if not rec:
-            raise ConfigError(f"--tuned {d}: no best.json (run `platform tune ... --out {d}` first)")
-        records.append(rec)
+    records = [_read_tuned(Path(d)) for d in dirs]
     kinds = {(r["plugin"], r["preset"]) for r in records}
     if len(kinds) != 1:
-        raise ConfigError(f"--tuned: the studies differ in plugin/preset ({sorted(kinds)}); compare like with like")
+        shown = "; ".join(f"{d}: {r['plugin']}, preset {r['preset']}" for d, r in zip(dirs, records, strict=True))
+        raise ConfigError(f"--tuned: the studies differ in plugin or preset ({shown}); compare like with like")
     shared = {d: sorted(s for s in r.get("sets", []) if not s.startswith("loss."))
               for d, r in zip(dirs, records, strict=True)}
     if len({tuple(v) for v in shared.values()}) > 1:  # loss.* keys may differ: each loss has its own
@@ -186,8 +182,11 @@ def make_tuned_plan(
         raise ConfigError(f"--tuned: the studies were tuned with different --set values ({shown}); "
                           "compare like with like")
     losses = [r["loss"] for r in records]
-    if len(set(losses)) != len(losses):
-        raise ConfigError(f"--tuned: a loss appears twice ({', '.join(losses)})")
+    for i, loss in enumerate(losses):
+        if loss in losses[:i]:
+            first = dirs[losses.index(loss)]
+            raise ConfigError(f"--tuned: {first} and {dirs[i]} both tuned loss {loss}; compare their best.json values "
+                              "by hand, or tune once more")
     plugin_name, preset = kinds.pop()
     used = {int(s) for r in records for s in r.get("seeds", [])}
     if seed_list is not None:
@@ -215,6 +214,38 @@ def make_tuned_plan(
     out = Path("compare") / f"tuned-{task.name}-{hashlib.sha1(ident.encode()).hexdigest()[:8]}"
     # rows=[]: one table row; each loss is a column labelled with its tuned values (they differ per loss)
     return Plan(f"tuned {task.name}: {', '.join(losses)}", task, preset, points, out, [], spec)
+
+
+def _read_tuned(folder: Path) -> dict[str, Any]:
+    """The ``best.json`` record of a ``platform tune`` output folder; a missing or damaged one is one line."""
+    path = folder / "best.json"
+    if not path.is_file():
+        raise ConfigError(f"--tuned {folder}: no best.json (run `platform tune ... --out {folder}` first)")
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        record = None
+    problem = _tuned_record_problem(record)
+    if problem:
+        raise ConfigError(f"--tuned {folder}: {path} is not a `platform tune` record ({problem}); run platform tune "
+                          "again")
+    return record
+
+
+def _tuned_record_problem(record: Any) -> str:
+    """What is wrong with a ``best.json`` value, or ``""``."""
+    if record is None:
+        return "not valid JSON"
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    missing = [key for key in ("plugin", "preset", "loss", "params") if key not in record]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    if not isinstance(record["params"], dict):
+        return "params is not a mapping"
+    if not all(isinstance(record.get(key, []), list) for key in ("sets", "seeds")):
+        return "sets or seeds is not a list"
+    return ""
 
 
 def read_json_file(path: Path) -> dict[str, Any] | None:

@@ -37,6 +37,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from contrastlab.experiments import runner
 from contrastlab.experiments.grid import GridPoint, count
 from contrastlab.experiments.interrupts import interruptible
@@ -265,13 +267,14 @@ def _collect(
                 runner.record_failure(p, out, err)
                 results[i] = runner.JobResult(p, run_dir, "failed", err, time.monotonic() - t0)
                 if console is not None:
-                    console.print(f"failed {p.label} s{p.seed}: {err}", highlight=False, soft_wrap=True)
+                    console.print(escape(f"failed {p.label} s{p.seed}: {err}"), highlight=False, soft_wrap=True)
                 continue
             land(p, out, value["shipped"])
             results[i] = runner.JobResult(p, run_dir, "completed", None, float(value["seconds"]))
             if console is not None:
                 console.print(
-                    f"done {p.label} s{p.seed} ({value['seconds']:.0f} s on {value['host']}); {len(results)}/{total}",
+                    escape(f"done {p.label} s{p.seed} ({value['seconds']:.0f} s on {value['host']}); "
+                           f"{len(results)}/{total}"),
                     highlight=False,
                     soft_wrap=True,
                 )

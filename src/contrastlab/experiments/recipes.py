@@ -29,15 +29,15 @@ FIELDS = {
     "name": "recipe name (default: the file name)",
     "description": "one line shown by --dry-run",
     "source": "the paper and table it reproduces",
-    "plugin": "task plugin (required)",
-    "preset": "preset of every run (required)",
+    "plugin": "task plugin",
+    "preset": "preset of every run",
     "seeds": "default number of seeds, 1..N",
     "sets": "fixed overrides {key: value} of every run",
     "tasks": "list of task rows, each {key: value, ...}",
     "rows": "config keys that name the table rows",
-    "parts": "list of {losses: [...], sets: {key: value}, grid: {key: [values]}} (required)",
+    "parts": "list of {losses: [...], sets: {key: value}, grid: {key: [values]}}",
 }
-"""Keys of a recipe file and what they hold."""
+"""Keys of a recipe file and what they hold (``plugin``, ``preset`` and ``parts`` are required)."""
 
 DCL_TABLE3: dict[str, Any] = {
     "name": "dcl-table3",
@@ -165,7 +165,7 @@ def recipe_from_dict(data: Mapping[str, Any], name: str = "recipe") -> Recipe:
         raise ConfigError(f"recipe {name}: unknown key '{unknown[0]}'; valid: {', '.join(FIELDS)}")
     for key in ("plugin", "preset", "parts"):
         if not data.get(key):
-            raise ConfigError(f"recipe {name}: '{key}' is required ({FIELDS[key]})")
+            raise ConfigError(f"recipe {name}: '{key}' is required: {FIELDS[key]}")
     if not isinstance(data["parts"], list):
         raise ConfigError(f"recipe {name}: 'parts' must be a list ({FIELDS['parts']})")
     tasks = data.get("tasks") or [{}]

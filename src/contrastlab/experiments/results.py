@@ -84,9 +84,9 @@ def load_run(run_dir: Path) -> RunRecord:
     run_dir = layout.path
     info, summary = layout.info(), layout.summary()
     status = str(info.get("status") or ("completed" if summary else "unknown"))
-    if status == "completed" and not summary:
-        status = "incomplete"
     error = info.get("error")
+    if status == "completed" and not summary:
+        status, error = "incomplete", error or "run.json says completed, but summary.json is missing or unreadable"
     err_file = layout.compare_error
     if err_file.is_file():
         error = err_file.read_text().strip() or error

@@ -14,6 +14,7 @@ from typing import Any
 
 from contrastlab.experiments import grid as cmp
 from contrastlab.platform.errors import ConfigError
+from contrastlab.platform.rundir import check_writable_dir
 
 _DIST_RE = re.compile(r"^(?P<kind>[a-z-]+)\((?P<args>[^()]*)\)$")
 _NUMERIC = {"uniform": float, "log-uniform": float, "int": int, "log-int": int}
@@ -116,7 +117,8 @@ def parse_fixed(spec: str) -> str:
 
 
 def check_storage(url: str) -> None:
-    """Refuse a storage URL SQLAlchemy cannot use (syntax, driver, missing SQLite folder) before writing."""
+    """Refuse a storage URL SQLAlchemy cannot use (syntax, driver, a SQLite folder missing or where nothing can be
+    created) before writing."""
     try:
         from sqlalchemy import create_engine
         from sqlalchemy.engine import make_url
@@ -130,3 +132,4 @@ def check_storage(url: str) -> None:
         folder = Path(parsed.database).parent
         if not folder.is_dir():
             raise ConfigError(f"--storage {url}: folder {folder} does not exist")
+        check_writable_dir(folder, "--storage", shown=url)  # /proc, a read-only mount: SQLite cannot create it

@@ -136,7 +136,11 @@ def _model_for_path(model: type[BaseModel], path: tuple[Any, ...]) -> type[BaseM
 
 def validation_message(exc: ValidationError, model: type[BaseModel]) -> str:
     """Turn the first pydantic error into one line naming the key and the valid keys/values."""
-    err = exc.errors()[0]
+    return _error_message(exc.errors()[0], model)
+
+
+def _error_message(err: Mapping[str, Any], model: type[BaseModel]) -> str:
+    """One line for one pydantic error (an item of ``ValidationError.errors()``)."""
     loc = tuple(err.get("loc", ()))
     dotted = ".".join(str(p) for p in loc)
     if err.get("type") == "extra_forbidden":
@@ -257,9 +261,28 @@ def resolve_components(config: TaskConfig) -> TaskConfig:
     for section, kind in COMPONENT_SECTIONS.items():
         spec: ComponentSpec = getattr(config, section)
         component = registry(kind).get(spec.name)
-        values = component.resolve(spec.hparams())
+        try:
+            values = component.resolve(spec.hparams())
+        except UnknownNameError as exc:  # a hyperparameter of another component: name the ones that have it
+            raise UnknownNameError(f"{exc}{registry(kind).owners_hint(component, spec.hparams())}") from None
         setattr(config, section, ComponentSpec(name=spec.name, **values))
     return config
+
+
+def _check_part(plugin: TaskPlugin, data: Mapping[str, Any], where: str) -> None:
+    """Name the source of an unknown key or bad value found in one part of the config (a plugin's preset, a
+    ``--config`` file), rather than report it as if typed on the command line. Only errors at a key count: a field
+    left to the defaults, or a check of a whole section or of several, is left to the full config's validation."""
+    try:
+        plugin.config_model.model_validate(dict(data))
+    except ValidationError as exc:
+        errors = [
+            e for e in exc.errors()
+            if e.get("type") == "extra_forbidden"
+            or (e.get("type") != "missing" and e.get("loc") and not isinstance(e.get("input"), Mapping))
+        ]  # fmt: skip
+        if errors:
+            raise ConfigError(f"{where}: {_error_message(errors[0], plugin.config_model)}") from None
 
 
 def resolve_config(
@@ -279,8 +302,11 @@ def resolve_config(
     if preset not in plugin.presets:
         raise UnknownNameError(unknown_name_message(f"{plugin.name} preset", preset, list(plugin.presets)))
     data: dict[str, Any] = deep_merge({}, plugin.presets[preset])
+    own = "the plugin's own settings, not this command"
+    _check_part(plugin, data, f"plugin '{plugin.name}', preset '{preset}' ({own})")
     if config_file is not None:
         file_data = load_yaml_file(config_file)
+        _check_part(plugin, file_data, f"--config {config_file}")
         for section in COMPONENT_SECTIONS:
             name = file_data.get(section, {}).get("name") if isinstance(file_data.get(section), dict) else None
             _reset_component(data, section, name)

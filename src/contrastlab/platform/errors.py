@@ -38,3 +38,10 @@ class RunDirError(ContrastlabError, FileNotFoundError):
 
 class StorageError(ContrastlabError, OSError):
     """A file or directory that cannot be written: a read-only place, a path through a file, a full disk."""
+
+
+class PluginError(ContrastlabError, TypeError):
+    """A task plugin that broke its contract at run time (e.g. ``train`` returned a metric that is not a number):
+    a bug for the plugin's author, said in one line that names the plugin; exit code 1, as for a crash."""
+
+    exit_code = 1

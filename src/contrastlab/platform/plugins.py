@@ -241,20 +241,37 @@ class PluginManager:
     def register_commands(self, app: Any) -> None:
         """Let plugins add Typer commands to ``app`` (a third-party hook that raises is skipped with a warning)."""
         _trace("call register_commands(app)")
+        owners = {_command_name(info): BUILTIN_PACKAGE for info in app.registered_commands}
         for impl in self.pm.hook.register_commands.get_hookimpls():
             package = self._package_of(impl.plugin_name)
             if package in self.skipped:
                 continue
+            before = len(app.registered_commands)
             try:
                 impl.function(app=app)
             except Exception as exc:
                 if package == BUILTIN_PACKAGE:
                     raise
                 self._skip(package, f"its register_commands hook raised {_describe(exc)}")
+                continue
+            added, app.registered_commands[before:] = app.registered_commands[before:], []
+            for info in added:  # a name already taken keeps its first command (a built-in: `train`, ...)
+                name = _command_name(info)
+                first = owners.setdefault(name, package)
+                if first == package:
+                    app.registered_commands.append(info)
+                    continue
+                warn_once(f"command '{name}' is registered by package '{first}' and again by package '{package}'; "
+                          f"keeping the one from '{first}'. To leave '{package}' out, {self._leave_out(package)}")
 
     def packages(self) -> list[PluginInfo]:
         """Loaded plugin modules with their distribution, version and implemented hooks."""
         return [self.info[k] for k in sorted(self.info)]
+
+
+def _command_name(info: Any) -> str:
+    """The name a Typer ``CommandInfo`` gets on the command line (its callback's name, ``_`` → ``-``, if unnamed)."""
+    return info.name or info.callback.__name__.lower().replace("_", "-")
 
 
 def _describe_error(exc: BaseException) -> str:

@@ -108,10 +108,10 @@ class ProgressBar:
         return (self.done - self._start_done) / elapsed if elapsed > 0 else 0.0
 
     def line(self, postfix: str = "") -> str:
-        """A plain one-line rendering: ``train 40/100 (40%) 3.2 step/s ETA 0:00:19 loss=0.5``."""
+        """A plain one-line rendering: ``train 40/100 (40%) 3.2 step/s ETA 00:00:19 loss=0.5`` (hours go on past 24)."""
         rate = self.rate()
-        eta = (self.total - self.done) / rate if rate > 0 else float("nan")
-        eta_text = time.strftime("%H:%M:%S", time.gmtime(eta)) if eta == eta else "?"
+        left = max(self.total - self.done, 0)
+        eta_text = _hms(left / rate) if rate > 0 else "00:00:00" if left == 0 else "?"
         pct = 100.0 * self.done / self.total
         text = f"{self.description} {self.done}/{self.total} ({pct:.0f}%) {rate:.1f} {self.unit}/s ETA {eta_text}"
         return f"{text} {postfix}".rstrip()
@@ -119,6 +119,12 @@ class ProgressBar:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.stop()
+
+
+def _hms(seconds: float) -> str:
+    """``HH:MM:SS`` with the hours counting on past 24 (``2777:45:00``), where ``strftime`` wrapped at a day."""
+    whole = round(seconds)
+    return f"{whole // 3600:02d}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
 def _fmt(value: Any) -> str:

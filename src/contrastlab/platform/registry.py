@@ -192,6 +192,30 @@ def _validate_sampler_contract(factory: Any, name: str, package: str) -> None:
         )
 
 
+def _validate_plugin_contract(factory: Any, name: str, package: str) -> None:
+    """A task plugin is a :class:`TaskPlugin` subclass whose ``config_model`` is a :class:`TaskConfig` subclass and
+    whose presets hold its default preset and GPU-sized presets; else a :class:`ConfigError` naming the package."""
+    from contrastlab.platform.task import TaskConfig, TaskPlugin  # task imports nothing of ours: no cycle
+
+    where = f"plugin '{name}' from package '{package}'"
+    if not (isinstance(factory, type) and issubclass(factory, TaskPlugin)):
+        label = getattr(factory, "__name__", repr(factory))
+        raise ConfigError(f"{where}: {label} is not a subclass of contrastlab.TaskPlugin")
+    model = factory.config_model
+    if not (isinstance(model, type) and issubclass(model, TaskConfig)):
+        label = getattr(model, "__name__", repr(model))
+        raise ConfigError(f"{where}: config_model {label} is not a subclass of contrastlab.TaskConfig")
+    presets = factory.presets
+    if not isinstance(presets, dict) or not all(isinstance(v, dict) for v in presets.values()):
+        raise ConfigError(f"{where}: presets must be a dict of preset name -> dict of overrides")
+    listed = ", ".join(presets) or "none"
+    if factory.default_preset not in presets:
+        raise ConfigError(f"{where}: its default preset '{factory.default_preset}' is not in its presets ({listed})")
+    missing = sorted(set(factory.gpu_presets) - set(presets))
+    if missing:
+        raise ConfigError(f"{where}: gpu_presets names {', '.join(missing)}, not in its presets ({listed})")
+
+
 def _coerce_like(default: Any, value: Any, owner: str, key: str) -> Any:
     """Coerce strings from the command line to the type of the default (bool/int/float), else keep the value."""
     try:
@@ -251,6 +275,8 @@ class Registry:
             )
         if self.kind == "sampler":
             _validate_sampler_contract(factory, name, package)
+        elif self.kind == "plugin":
+            _validate_plugin_contract(factory, name, package)
         comp = Component(
             kind=self.kind,
             name=name,
@@ -274,6 +300,17 @@ class Registry:
     def create(self, name: str, **kwargs: Any) -> Any:
         """Instantiate ``name`` with validated hyperparameters."""
         return self.get(name).create(**kwargs)
+
+    def owners_hint(self, component: Component, given: Mapping[str, Any]) -> str:
+        """`` Losses with tau_plus: dcl, hcl (choose one with --loss).`` for the first of ``given`` that
+        ``component`` lacks, or ``""`` when no component of this registry has it either."""
+        own = {hp.name for hp in component.hyperparameters}
+        key = next((k for k in given if k not in own), None)
+        owners = [c.name for c in self if any(hp.name == key for hp in c.hyperparameters)]
+        if not owners:
+            return ""
+        kinds = f"{self.kind.capitalize()}{'es' if self.kind.endswith('s') else 's'}"
+        return f" {kinds} with {key}: {', '.join(owners)} (choose one with --{self.kind})."
 
     def names(self) -> list[str]:
         """Registered names, sorted."""

@@ -24,9 +24,9 @@ import yaml
 from contrastlab.platform.checkpoints import CheckpointStore
 from contrastlab.platform.config import config_from_dict, config_to_dict, load_yaml_file
 from contrastlab.platform.devices import is_main_process, resolve_device
-from contrastlab.platform.errors import ConfigError, DataMissingError, StorageError
+from contrastlab.platform.errors import ConfigError, DataMissingError, PluginError, StorageError, UnknownNameError
 from contrastlab.platform.hparams import hparam_columns, write_session
-from contrastlab.platform.plugins import registry
+from contrastlab.platform.plugins import get_task_plugin
 from contrastlab.platform.preflight import preflight
 from contrastlab.platform.progress import ProgressBar
 from contrastlab.platform.resume import check_same_config, rewind_logs
@@ -147,7 +147,11 @@ class Run:
         config must pass the pre-flight check again (data still present, plugin still compatible)."""
         layout = RunDir(run_dir)
         info = layout.read_info()
-        plugin = registry("plugin").get(info["plugin"]).factory()
+        try:
+            plugin = get_task_plugin(info["plugin"])
+        except UnknownNameError as exc:  # a third-party plugin uninstalled since: not a name the user typed
+            raise UnknownNameError(f"{run_dir} was trained with plugin '{info['plugin']}', which is not installed here "
+                                   f"(`platform plugins` lists the installed plugin packages); {exc}") from None
         data = load_yaml_file(layout.config_yaml)  # a damaged file: one line, not a YAML traceback
         if device is not None:
             data["device"] = device
@@ -337,7 +341,7 @@ class Run:
         When the run logged ``train/clamped_frac…`` (the debiased losses' floor statistic), the metrics get
         ``train/clamped_frac``: the mean of every value logged by the run (a resumed run counts the rows it kept).
         """
-        metrics = {k: float(v) for k, v in (metrics or {}).items()}
+        metrics = metric_numbers(self.plugin.name, metrics)
         if self._clamp_log and CLAMP_TAG not in metrics:
             metrics[CLAMP_TAG] = sum(self._clamp_log) / len(self._clamp_log)
         wall = self.elapsed()
@@ -394,3 +398,16 @@ class Run:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+def metric_numbers(plugin: str, metrics: Mapping[str, Any] | None, hook: str = "train") -> dict[str, float]:
+    """A plugin's ``train``/``evaluate`` metrics as floats; one that is not a number is the plugin's bug, said in one
+    line (:class:`PluginError`)."""
+    out: dict[str, float] = {}
+    for key, value in (metrics or {}).items():
+        try:
+            out[key] = float(value)
+        except (TypeError, ValueError):
+            raise PluginError(f"plugin '{plugin}' returned metric {key}={value!r} from {hook}(); metrics must be "
+                              "numbers") from None
+    return out
