@@ -78,3 +78,12 @@ def test_head_reads_the_unflattened_map_as_a_linear_layer_on_its_flattening(chan
     assert torch.allclose(x.grad, x_plain.grad, atol=1e-5)
     assert torch.allclose(head.weight.grad, plain.weight.grad, atol=1e-5)
     assert torch.allclose(head.bias.grad, plain.bias.grad, atol=1e-6)
+
+
+@pytest.mark.parametrize(("key", "value"), [("num_filters", 100_000_000), ("latent_dim", 0), ("num_layers", 65),
+                                            ("num_layers", 2.5), ("num_filters", True)])
+def test_out_of_range_or_non_integer_sizes_are_refused(key, value) -> None:
+    """Sizes are integers within the registry's bounds (``100_000_000`` filters was accepted and ran out of memory
+    when the encoder was built; ``2.5`` layers was taken as 2)."""
+    with pytest.raises(cl.ConfigError, match=key):
+        cl.make_encoder("pixel_conv", **{key: value})

@@ -14,7 +14,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from contrastlab.platform.registry import HParam
+from contrastlab.platform.registry import HParam, int_in
+from contrastlab.platform.task import MAX_WIDTH
+
+MAX_LAYERS = 64
+"""Most conv layers the registry accepts; the image size bounds them further (:func:`conv_output_size`)."""
 
 
 def conv_output_size(image_size: int, num_layers: int) -> int:
@@ -84,12 +88,12 @@ class PixelConvEncoder(nn.Module):
     name = "pixel_conv"
     description = "CURL's pixel encoder: 4 conv x 32 filters, linear to 50 dims, LayerNorm (CURL/SAC-AE)."
     hyperparameters = (
-        HParam("num_layers", 4, "number of 3x3 conv layers (first has stride 2)", "integer >= 1",
-               "CURL appendix A", check=lambda v: int(v) >= 1),
-        HParam("num_filters", 32, "channels of every conv layer", "integer >= 1", "CURL appendix A",
-               check=lambda v: int(v) >= 1),
-        HParam("latent_dim", 50, "output (feature) dimension", "integer >= 1", "CURL appendix A",
-               check=lambda v: int(v) >= 1),
+        HParam("num_layers", 4, "number of 3x3 conv layers (first has stride 2; at most 21 for 84 px crops)",
+               f"[1, {MAX_LAYERS}]", "CURL appendix A", check=int_in(1, MAX_LAYERS)),
+        HParam("num_filters", 32, "channels of every conv layer", f"[1, {MAX_WIDTH}]", "CURL appendix A",
+               check=int_in(1, MAX_WIDTH)),
+        HParam("latent_dim", 50, "output (feature) dimension", f"[1, {MAX_WIDTH}]", "CURL appendix A",
+               check=int_in(1, MAX_WIDTH)),
     )
 
     def __init__(

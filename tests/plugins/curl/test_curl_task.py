@@ -48,6 +48,8 @@ def test_plugin_declarations() -> None:
         (["env.task=walk", "env.domain=cheetah"], "infonce", cl.ConfigError, "valid: run"),
         (["agent.crop=120"], "infonce", cl.ConfigError, "crop"),
         (["env.action_repeat=0"], "infonce", cl.ConfigError, "action_repeat"),
+        (["encoder.num_layers=45"], "infonce", cl.ConfigError, r"num_layers=45 leaves no pixels.*at most 21 layers"),
+        (["agent.crop=2", "encoder.num_layers=1"], "infonce", cl.ConfigError, r"valid: agent.crop >= 3"),
         ([], "supcon", cl.IncompatibleError, "no labels"),
     ],
 )

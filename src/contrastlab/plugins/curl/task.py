@@ -181,6 +181,22 @@ class _TrainLoop(BaseCallback):
         self.run.save_checkpoint(state, step=self.frames, latest_only=("replay_buffer",), final=final)
 
 
+def check_encoder_fits(config: CurlConfig) -> None:
+    """Refuse a ``pixel_conv`` trunk whose layers leave no pixels of the ``agent.crop`` crop (a traceback when the
+    agent was built, after the run folder was made)."""
+    from contrastlab.encoders.pixel_conv import conv_output_size
+
+    layers = config.encoder.hparams().get("num_layers")
+    if config.encoder.name != "pixel_conv" or not isinstance(layers, int):
+        return
+    crop = config.agent.crop
+    if conv_output_size(crop, layers) < 1:
+        fits = [n for n in range(1, layers) if conv_output_size(crop, n) >= 1]
+        valid = f"at most {fits[-1]} layers at that crop" if fits else "agent.crop >= 3"
+        raise ConfigError(f"encoder.num_layers={layers} leaves no pixels of the agent.crop={crop} crop; valid: "
+                          f"{valid}")
+
+
 def check_replay_memory(config: CurlConfig) -> None:
     """Refuse a replay buffer whose frames need more than 90 % of this machine's memory: it filled memory while
     training. Each frame is stored once (RGB, ``render_size``² bytes); the ring is allocated lazily, so only the
@@ -232,6 +248,7 @@ class CurlTask(TaskPlugin[CurlConfig]):
                               f"{config.env.render_size}; valid: crop <= render_size")
         if config.agent.batch_size > config.agent.buffer_size:
             raise ConfigError("agent.batch_size must be <= agent.buffer_size")
+        check_encoder_fits(config)
         check_rendering()
         check_camera(config.env.domain, config.env.task, config.env.camera_id, config.env.render_size)
         check_replay_memory(config)
