@@ -130,3 +130,11 @@ def test_a_resume_from_the_final_checkpoint_keeps_the_training_metrics(tmp_path:
     before, after = resume_from_final("graph", args, tmp_path)
     assert {"train/loss", "train/graphs_per_s", "train/clamped_frac"} <= set(before)
     assert after == before
+
+
+def test_a_data_root_the_synthetic_dataset_would_ignore_is_refused(tmp_path: Path) -> None:
+    """``data.root`` with the generated dataset trained silently on generated graphs, not on the user's files."""
+    code, out = run_cli(["train", "--plugin", "graph", "--loss", "dcl", "--set", f"data.root={tmp_path}",
+                         "--logdir", str(tmp_path / "runs")])
+    assert code == 2 and "is not read: data.name=synthetic generates its data" in out, out
+    assert "Traceback" not in out and not (tmp_path / "runs").exists()

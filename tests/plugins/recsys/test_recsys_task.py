@@ -92,6 +92,7 @@ def test_cli_train_writes_metrics_summary_and_reevaluates(tmp_path):
         (["--loss", "dcl", "--set", "train.batch_size=100000"], "exceeds the"),
         (["--loss", "dcl", "--sampler", "two_view"], "consumes two_views, but plugin 'recsys' provides query_key"),
         (["--loss", "dcl", "--set", "data.dataset=csv"], "needs data.root=FILE"),
+        (["--loss", "dcl", "--set", "data.root=x.csv"], "data.root=x.csv is not read: data.dataset=synthetic"),
         (["--loss", "dcl", "--set", "data.dataset=ml-100k", "--set", "data.root=/nonexistent-cl/ml-100k.zip"],
          "data.root=/nonexistent-cl/ml-100k.zip does not exist"),
     ],

@@ -116,6 +116,9 @@ class GraphTask(TaskPlugin[GraphConfig]):
             raise IncompatibleError("loss 'debiased_pos' cannot run in infograph mode: its positive estimate counts "
                                     "each anchor's similarity with itself, and the anchors (nodes) are never among the "
                                     "candidates (graphs); use model.mode=graphcl, or dcl, hcl, bcl, pucl or infonce")
+        if config.data.name == "synthetic" and config.data.root:
+            raise ConfigError(f"data.root={config.data.root} is not read: data.name=synthetic generates its data; set "
+                              "data.name=<TU dataset name> to read it")
         if config.eval.readouts[0] != "svm":
             raise ConfigError(f"eval.readouts must start with svm (the primary metric eval/svm_acc), got "
                               f"{config.eval.readouts}")

@@ -126,6 +126,9 @@ class RecsysTask(TaskPlugin[RecsysConfig]):
         if config.loss.name in REFUSED_LOSSES:
             raise IncompatibleError(f"plugin 'recsys' cannot use loss '{config.loss.name}': "
                                     f"{REFUSED_LOSSES[config.loss.name]}; use dcl, hcl, bcl, pucl or infonce")
+        if config.data.dataset == "synthetic" and config.data.root:
+            raise ConfigError(f"data.root={config.data.root} is not read: data.dataset=synthetic generates its "
+                              "data; set data.dataset=csv (or ml-100k, ml-1m) to read it")
         ks = config.eval.ks
         if not ks or min(ks) < 1 or 20 not in ks:
             raise ConfigError(f"eval.ks={ks} must be positive cut-offs including 20 (the primary metric "
