@@ -17,8 +17,9 @@ def test_constraints_pin_torch_and_mujoco() -> None:
 def test_pyproject_keeps_open_ranges_and_scripts() -> None:
     text = ROOT.joinpath("pyproject.toml").read_text()
     assert '"torch>=2.3"' in text
-    assert 'platform = "contrastlab.cli:main"' in text
-    assert 'contrastlab = "contrastlab.cli:main"' in text
+    assert 'platform = "_contrastlab_cli:main"' in text
+    assert 'contrastlab = "_contrastlab_cli:main"' in text
+    assert 'py-modules = ["_contrastlab_cli"]' in text
 
 
 def test_makefile_demo_and_test_use_setup_and_pins() -> None:
@@ -42,3 +43,32 @@ def test_readme_quick_start_has_the_two_commands() -> None:
     blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", quick, re.S)
     commands = [line for block in blocks for line in block.splitlines() if line.strip() and not line.startswith("#")]
     assert commands == ["make demo", "make test"]
+
+
+INTERRUPT_DURING_IMPORT = """
+import sys
+from importlib.metadata import entry_points
+
+class CtrlCOnTorch:  # a Ctrl-C that lands while torch is importing, at the same point every time
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            raise KeyboardInterrupt
+        return None
+
+sys.meta_path.insert(0, CtrlCOnTorch())
+sys.argv = ["platform", "--help"]
+(script,) = [e for e in entry_points(group="console_scripts") if e.name == "platform"]
+script.load()()
+"""
+
+
+def test_ctrl_c_while_the_console_script_imports_is_one_line_and_exit_130() -> None:
+    """Importing contrastlab (torch) takes a second or two before the CLI handles Ctrl-C: the installed ``platform``
+    script catches an interrupt in that time instead of printing a KeyboardInterrupt traceback."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", INTERRUPT_DURING_IMPORT], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip() == "interrupted while starting (nothing was run)" and "Traceback" not in done.stderr

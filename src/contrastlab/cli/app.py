@@ -240,7 +240,10 @@ def main() -> None:
     from contrastlab.platform.errors import ContrastlabError
 
     try:
-        get_plugin_manager().register_commands(app)
+        get_plugin_manager().register_commands(app)  # imports the installed plugin packages
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted while starting (nothing was run)\n")
+        sys.exit(130)
     except ContrastlabError as exc:
         try:
             fail(str(exc))

@@ -198,7 +198,7 @@ def platform_base_command() -> list[str]:
     script = Path(sys.executable).parent / ("platform.exe" if os.name == "nt" else "platform")
     if script.is_file():
         return [str(script)]
-    return [sys.executable, "-c", "from contrastlab.cli import main; main()"]
+    return [sys.executable, "-c", "from _contrastlab_cli import main; main()"]
 
 
 def run_grid(
