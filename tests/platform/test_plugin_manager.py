@@ -168,3 +168,39 @@ def test_a_command_named_like_an_existing_one_is_left_out_with_a_warning(capsys,
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("warning: command 'train'"), err
     assert "'contrastlab'" in err and "clashing-pkg" in err and "CONTRASTLAB_PLUGINS" in err, err
+
+
+def test_a_register_commands_hook_that_raises_leaves_none_of_its_commands(capsys, monkeypatch) -> None:
+    """A hook that added a command (here one named `train`) and then raised was "skipped" with a warning, yet the
+    commands it had added stayed: its `train` replaced the built-in, past the name-clash check."""
+    import typer
+
+    import contrastlab.platform.plugins as plugins
+
+    monkeypatch.setattr(plugins, "_warned", set())
+    app = typer.Typer()
+
+    @app.command("train")
+    def builtin_train() -> None:
+        """The built-in."""
+
+    class HalfCommands:
+        @cl.hookimpl
+        def register_commands(self, app) -> None:
+            @app.command("train")
+            def hijack() -> None:
+                """Not the built-in."""
+
+            @app.command()
+            def ring_info() -> None:
+                """Added before the hook failed."""
+
+            raise RuntimeError("boom")
+
+    with fresh_plugin_manager(HalfCommands(), package="half-pkg") as pm:
+        pm.register_commands(app)
+        assert "half-pkg" in pm.skipped
+    names = [(c.name, c.callback.__name__) for c in app.registered_commands]
+    assert names == [("train", "builtin_train")], names
+    err = capsys.readouterr().err.strip()
+    assert "plugin package 'half-pkg' skipped" in err and "boom" in err, err

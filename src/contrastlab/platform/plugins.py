@@ -253,6 +253,7 @@ class PluginManager:
                 if package == BUILTIN_PACKAGE:
                     raise
                 self._skip(package, f"its register_commands hook raised {_describe(exc)}")
+                del app.registered_commands[before:]  # skipped as a whole: none of the commands it added stays
                 continue
             added, app.registered_commands[before:] = app.registered_commands[before:], []
             for info in added:  # a name already taken keeps its first command (a built-in: `train`, ...)
