@@ -256,3 +256,16 @@ def test_a_bad_key_in_a_config_file_names_the_file(toy_pm: PluginManager, tmp_pa
         resolve_config(toy(), config_file=path)
     path.write_text("train:\n  steps: 3\n")
     assert resolve_config(toy(), config_file=path).train.steps == 3
+
+
+def test_a_sampler_or_encoder_hyperparameter_hint_names_a_flag_every_command_has(toy_pm: PluginManager) -> None:
+    """The hint said "choose one with --sampler" / "--encoder", options that `platform compare` and `platform tune`
+    do not have ("No such option: --sampler"); `--set sampler.name=NAME` works in train, config, compare and tune."""
+    curl = registry("plugin").get("curl").factory()
+    with pytest.raises(UnknownNameError) as info:
+        resolve_config(curl, preset="smoke", sets=["sampler.size=64"])
+    text = str(info.value)
+    assert "Samplers with size: queue (choose one with --set sampler.name=NAME)." in text, text
+    with pytest.raises(UnknownNameError) as info:
+        resolve_config(toy(), sets=["encoder.num_filters=8"])
+    assert "Encoders with num_filters: pixel_conv (choose one with --set encoder.name=NAME)." in str(info.value)

@@ -240,7 +240,7 @@ def _owners_hint(hp_name: str) -> str:
     """``; losses with tau_plus: dcl, hcl (choose one with --loss)``, from the registered losses, or ``""``."""
     from contrastlab.platform.plugins import registry
 
-    owners = [c.name for c in registry("loss") if any(hp.name == hp_name for hp in c.hyperparameters)]
+    owners = registry("loss").having(hp_name)
     return f"; losses with {hp_name}: {', '.join(owners)} (choose one with --loss)" if owners else ""
 
 

@@ -306,11 +306,17 @@ class Registry:
         ``component`` lacks, or ``""`` when no component of this registry has it either."""
         own = {hp.name for hp in component.hyperparameters}
         key = next((k for k in given if k not in own), None)
-        owners = [c.name for c in self if any(hp.name == key for hp in c.hyperparameters)]
+        owners = self.having(key) if key is not None else []
         if not owners:
             return ""
         kinds = f"{self.kind.capitalize()}{'es' if self.kind.endswith('s') else 's'}"
-        return f" {kinds} with {key}: {', '.join(owners)} (choose one with --{self.kind})."
+        # every command has --loss; only train and config have --sampler/--encoder, compare and tune take --set
+        flag = "--loss" if self.kind == "loss" else f"--set {self.kind}.name=NAME"
+        return f" {kinds} with {key}: {', '.join(owners)} (choose one with {flag})."
+
+    def having(self, hparam: str) -> list[str]:
+        """Names of the registered components with a hyperparameter called ``hparam``, sorted."""
+        return [c.name for c in self if any(hp.name == hparam for hp in c.hyperparameters)]
 
     def names(self) -> list[str]:
         """Registered names, sorted."""
