@@ -468,3 +468,17 @@ def test_compare_dry_run_lists_a_loss_free_run_under_loss_none(toy_pm: PluginMan
     assert code == 0, out
     lines = [line for line in out.splitlines() if line.startswith("fresh")]
     assert len(lines) == 1 and "none (filed under dcl)" in lines[0] and "/dcl/" in lines[0], out
+
+
+def test_eval_table_title_keeps_square_brackets_of_the_run_path(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """`platform eval` titled its table through rich markup: a run under `--logdir r[v2]` was shown as `eval .../r/...`
+    (the `[v2]` taken for a style), while every other line printed the path as it is."""
+    logdir = tmp_path / "r[v2]"
+    code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "train.steps=4",
+                         "--logdir", str(logdir), "--run-name", "x"])
+    assert code == 0, out
+    run_dir = logdir / "toy_clusters" / "dcl" / "x"
+    code, out = run_cli(["eval", str(run_dir)])
+    assert code == 0, out
+    joined = "".join(line.strip() for line in out.splitlines())  # the title wraps to the table's width
+    assert joined.count(f"{run_dir}") == 2, out  # the "evaluating ..." line and the table's title

@@ -79,11 +79,11 @@ def note_if_busy(threads: int | None = None) -> str | None:
 
 def print_summary(run: Run, summary: dict) -> None:
     """The final table plus the exact TensorBoard command."""
-    table = Table(title=f"{run.plugin.name} / {run.config.loss.name} (seed {run.config.seed})")
+    table = Table(title=escape(f"{run.plugin.name} / {run.config.loss.name} (seed {run.config.seed})"))
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in summary["metrics"].items():
-        table.add_row(key, f"{value:.4g}")
+        table.add_row(escape(key), f"{value:.4g}")  # a plugin's metric name is text, not markup
     table.add_row("wall time", fmt_duration(summary["wall_time_s"]))
     table.add_row("labels used", str(summary["labels_used"]))
     console.print(table)
@@ -358,11 +358,11 @@ def add_train_commands(app: typer.Typer) -> None:
         metrics = metric_numbers(run.plugin.name, run.plugin.evaluate(run, options), "evaluate")
         record = dict(metrics)  # + which checkpoint (a run may go on afterwards)
         run.rundir.eval_json.write_text(json.dumps({**record, "checkpoint_step": step}, indent=2))
-        table = Table(title=f"eval {run.dir}")
+        table = Table(title=escape(f"eval {run.dir}"))  # a path like r[v2]/... is text, not markup
         table.add_column("metric")
         table.add_column("value", justify="right")
         for key, value in metrics.items():
-            table.add_row(key, f"{float(value):.4g}")
+            table.add_row(escape(key), f"{float(value):.4g}")
         console.print(table)
         if video is not None and video.is_file():
             say(f"video: {video}")
