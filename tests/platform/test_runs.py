@@ -450,10 +450,13 @@ def test_a_torchrun_rank_that_comes_after_rank_0_takes_the_named_run_directory(t
     assert {p.name: p.read_bytes() for p in rank0.dir.iterdir()} == before  # rank 1 writes nothing
 
 
-def test_reopening_a_run_of_a_plugin_not_installed_says_so(toy_pm: PluginManager, tmp_path: Path) -> None:
+def test_reopening_a_run_of_a_plugin_not_installed_says_so(toy_pm: PluginManager, tmp_path: Path,
+                                                           monkeypatch) -> None:
     """`platform eval`/`--resume` of a run trained by a third-party plugin that is no longer installed said only
     "unknown plugin 'toy_clusters'; valid: curl, ...", as if the user had mistyped a name they never typed."""
     from contrastlab.platform.config import resolve_config
+
+    monkeypatch.delenv("CONTRASTLAB_PLUGINS", raising=False)  # tests/conftest.py sets it; a user has none
     from contrastlab.platform.plugins import get_task_plugin
     from contrastlab.platform.run import Run
 
@@ -547,3 +550,25 @@ def test_a_run_without_its_declared_primary_metric_says_so(tmp_path: Path) -> No
         code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "train.steps=4",
                              "--logdir", str(tmp_path / "b")])
     assert code == 0 and "primary metric" not in out, out
+
+
+def test_reopening_a_run_whose_plugin_contrastlab_plugins_leaves_out_names_the_variable(
+    toy_pm: PluginManager, tmp_path: Path, monkeypatch
+) -> None:
+    """With CONTRASTLAB_PLUGINS naming other packages, the plugin is installed but not loaded: "which is not
+    installed here" sent the user to reinstall a package they have; the line names the variable instead."""
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.plugins import get_task_plugin
+    from contrastlab.platform.run import Run
+
+    task = get_task_plugin("toy_clusters")
+    run = Run.create(task, resolve_config(task), tmp_path, run_name="r")
+    run.mark("interrupted")
+    run.close()
+    monkeypatch.setenv("CONTRASTLAB_PLUGINS", "other-pkg")
+    with fresh_plugin_manager():  # what that allow-list loads: the built-ins (other-pkg is not installed)
+        code, out = run_cli(["eval", str(run.dir)])
+    assert code == 2 and "Traceback" not in out, out
+    assert "not installed here" not in out, out
+    assert (f"{run.dir} was trained with plugin 'toy_clusters', which is not loaded: CONTRASTLAB_PLUGINS=other-pkg "
+            "loads only the built-ins and the packages it names") in " ".join(out.split()), out

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -331,3 +332,16 @@ def get_task_plugin(name: str) -> Any:
         skipped = ", ".join(f"'{package}'" for package in sorted(pm.skipped))
         raise UnknownNameError(f"{exc} Skipped plugin packages (see the warning above): {skipped}.") from None
     return component.factory()
+
+
+def get_recorded_plugin(name: str, run_dir: Path | str) -> Any:
+    """:func:`get_task_plugin` for the plugin a run in ``run_dir`` was trained with: a name the user never typed, so
+    a missing one is said to be not installed (or left out by ``CONTRASTLAB_PLUGINS``), not mistyped."""
+    try:
+        return get_task_plugin(name)
+    except UnknownNameError as exc:  # a third-party plugin uninstalled since, or not in the allow-list
+        allow = os.environ.get("CONTRASTLAB_PLUGINS")
+        why = ("is not installed here (`platform plugins` lists the installed plugin packages)" if allow is None
+               else f"is not loaded: CONTRASTLAB_PLUGINS={shlex.quote(allow)} loads only the built-ins and the "
+               "packages it names")
+        raise UnknownNameError(f"{run_dir} was trained with plugin '{name}', which {why}; {exc}") from None

@@ -24,9 +24,9 @@ import yaml
 from contrastlab.platform.checkpoints import CheckpointStore
 from contrastlab.platform.config import config_from_dict, config_to_dict, load_yaml_file
 from contrastlab.platform.devices import is_main_process, resolve_device
-from contrastlab.platform.errors import ConfigError, DataMissingError, PluginError, StorageError, UnknownNameError
+from contrastlab.platform.errors import ConfigError, DataMissingError, PluginError, StorageError
 from contrastlab.platform.hparams import hparam_columns, write_session
-from contrastlab.platform.plugins import get_task_plugin
+from contrastlab.platform.plugins import get_recorded_plugin
 from contrastlab.platform.preflight import preflight
 from contrastlab.platform.progress import ProgressBar
 from contrastlab.platform.resume import check_same_config, rewind_logs
@@ -147,11 +147,7 @@ class Run:
         config must pass the pre-flight check again (data still present, plugin still compatible)."""
         layout = RunDir(run_dir)
         info = layout.read_info()
-        try:
-            plugin = get_task_plugin(info["plugin"])
-        except UnknownNameError as exc:  # a third-party plugin uninstalled since: not a name the user typed
-            raise UnknownNameError(f"{run_dir} was trained with plugin '{info['plugin']}', which is not installed here "
-                                   f"(`platform plugins` lists the installed plugin packages); {exc}") from None
+        plugin = get_recorded_plugin(info["plugin"], run_dir)
         data = load_yaml_file(layout.config_yaml)  # a damaged file: one line, not a YAML traceback
         if device is not None:
             data["device"] = device
