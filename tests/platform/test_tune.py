@@ -153,8 +153,12 @@ def test_tuned_plan_uses_each_studys_values_on_fresh_seeds(tmp_path):
      ('{"plugin": "recsys", "preset": "smoke", "loss": "dcl", "params": [1]}',
       "best.json is not a `platform tune` record (params is not a mapping)"),
      ("[1, 2]", "best.json is not a `platform tune` record (not a JSON object)"),
-     ("{not json", "best.json is not a `platform tune` record (not valid JSON)")],
-    ids=["no-preset", "no-params", "params-list", "a-list", "malformed"],
+     ("{not json", "best.json is not a `platform tune` record (not valid JSON)"),
+     ('{"plugin": ["recsys"], "preset": "smoke", "loss": "dcl", "params": {}}',
+      "best.json is not a `platform tune` record (plugin is not a string)"),
+     ('{"plugin": "recsys", "preset": "smoke", "loss": 3, "params": {}}',
+      "best.json is not a `platform tune` record (loss is not a string)")],
+    ids=["no-preset", "no-params", "params-list", "a-list", "malformed", "plugin-list", "loss-number"],
 )
 def test_a_damaged_best_json_is_one_line(tmp_path, content, message):
     """A hand-edited or truncated best.json raised KeyError with a traceback (`compare --tuned DIR`), or was

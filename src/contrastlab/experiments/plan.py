@@ -241,6 +241,9 @@ def _tuned_record_problem(record: Any) -> str:
     missing = [key for key in ("plugin", "preset", "loss", "params") if key not in record]
     if missing:
         return f"missing {', '.join(missing)}"
+    wrong = next((key for key in ("plugin", "preset", "loss") if not isinstance(record[key], str)), None)
+    if wrong:
+        return f"{wrong} is not a string"
     if not isinstance(record["params"], dict):
         return "params is not a mapping"
     if not all(isinstance(record.get(key, []), list) for key in ("sets", "seeds")):
