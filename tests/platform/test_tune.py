@@ -157,8 +157,13 @@ def test_tuned_plan_uses_each_studys_values_on_fresh_seeds(tmp_path):
      ('{"plugin": ["recsys"], "preset": "smoke", "loss": "dcl", "params": {}}',
       "best.json is not a `platform tune` record (plugin is not a string)"),
      ('{"plugin": "recsys", "preset": "smoke", "loss": 3, "params": {}}',
-      "best.json is not a `platform tune` record (loss is not a string)")],
-    ids=["no-preset", "no-params", "params-list", "a-list", "malformed", "plugin-list", "loss-number"],
+      "best.json is not a `platform tune` record (loss is not a string)"),
+     ('{"plugin": "recsys", "preset": "smoke", "loss": "dcl", "params": {}, "sets": [1]}',
+      "best.json is not a `platform tune` record (sets is not a list of strings)"),
+     ('{"plugin": "recsys", "preset": "smoke", "loss": "dcl", "params": {}, "seeds": ["a"]}',
+      "best.json is not a `platform tune` record (seeds is not a list of integers)")],
+    ids=["no-preset", "no-params", "params-list", "a-list", "malformed", "plugin-list", "loss-number", "sets-int",
+         "seeds-text"],
 )
 def test_a_damaged_best_json_is_one_line(tmp_path, content, message):
     """A hand-edited or truncated best.json raised KeyError with a traceback (`compare --tuned DIR`), or was

@@ -246,8 +246,10 @@ def _tuned_record_problem(record: Any) -> str:
         return f"{wrong} is not a string"
     if not isinstance(record["params"], dict):
         return "params is not a mapping"
-    if not all(isinstance(record.get(key, []), list) for key in ("sets", "seeds")):
-        return "sets or seeds is not a list"
+    for key, kind, label in (("sets", str, "strings"), ("seeds", int, "integers")):
+        value = record.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, kind) and not isinstance(v, bool) for v in value):
+            return f"{key} is not a list of {label}"
     return ""
 
 
