@@ -72,3 +72,22 @@ def test_ctrl_c_while_the_console_script_imports_is_one_line_and_exit_130() -> N
                           timeout=120)
     assert done.returncode == 130, done.stderr
     assert done.stderr.strip() == "interrupted while starting (nothing was run)" and "Traceback" not in done.stderr
+
+
+def test_the_fallback_command_of_the_runners_starts_the_cli(tmp_path, monkeypatch) -> None:
+    """Where no ``platform`` script sits beside the interpreter (contrastlab used from source with PYTHONPATH=src, as
+    on the GPU machine), compare and tune start their runs with ``python -c ...``: that command must run the CLI."""
+    import os
+    import subprocess
+    import sys
+
+    from contrastlab.experiments import runner
+
+    real = sys.executable
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))  # a folder with no `platform` script
+    base = runner.platform_base_command()
+    assert base[0] == str(tmp_path / "python") and base[1] == "-c", base
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([real, *base[1:], "list", "plugins", "--json"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 0 and '"name": "curl"' in done.stdout, done.stderr
