@@ -204,3 +204,37 @@ def test_a_register_commands_hook_that_raises_leaves_none_of_its_commands(capsys
     assert names == [("train", "builtin_train")], names
     err = capsys.readouterr().err.strip()
     assert "plugin package 'half-pkg' skipped" in err and "boom" in err, err
+
+
+def test_a_command_group_named_like_an_existing_command_is_left_out_with_a_warning(capsys, monkeypatch) -> None:
+    """`app.add_typer(sub, name="train")` in a register_commands hook replaced the built-in `platform train` with a
+    group, past the check that keeps a command's first owner; a group with a new name stays."""
+    import typer
+
+    import contrastlab.platform.plugins as plugins
+
+    monkeypatch.setattr(plugins, "_warned", set())
+    app = typer.Typer()
+
+    @app.command("train")
+    def builtin_train() -> None:
+        """The built-in."""
+
+    class Groups:
+        @cl.hookimpl
+        def register_commands(self, app) -> None:
+            for name in ("train", "ring"):
+                sub = typer.Typer()
+
+                @sub.command("info")
+                def info() -> None:
+                    """A sub-command."""
+
+                app.add_typer(sub, name=name)
+
+    with fresh_plugin_manager(Groups(), package="group-pkg") as pm:
+        pm.register_commands(app)
+    assert [c.callback.__name__ for c in app.registered_commands] == ["builtin_train"]
+    assert [g.name for g in app.registered_groups] == ["ring"]
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("warning: command 'train'") and "group-pkg" in err, err

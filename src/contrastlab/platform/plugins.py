@@ -242,29 +242,35 @@ class PluginManager:
     def register_commands(self, app: Any) -> None:
         """Let plugins add Typer commands to ``app`` (a third-party hook that raises is skipped with a warning)."""
         _trace("call register_commands(app)")
-        owners = {_command_name(info): BUILTIN_PACKAGE for info in app.registered_commands}
+        lists = ("registered_commands", "registered_groups")  # app.command() and app.add_typer()
+        owners = {name: BUILTIN_PACKAGE for attr in lists for info in getattr(app, attr) for name in _names(info)}
         for impl in self.pm.hook.register_commands.get_hookimpls():
             package = self._package_of(impl.plugin_name)
             if package in self.skipped:
                 continue
-            before = len(app.registered_commands)
+            before = {attr: len(getattr(app, attr)) for attr in lists}
             try:
                 impl.function(app=app)
             except Exception as exc:
                 if package == BUILTIN_PACKAGE:
                     raise
                 self._skip(package, f"its register_commands hook raised {_describe(exc)}")
-                del app.registered_commands[before:]  # skipped as a whole: none of the commands it added stays
+                for attr in lists:  # skipped as a whole: none of the commands it added stays
+                    del getattr(app, attr)[before[attr]:]
                 continue
-            added, app.registered_commands[before:] = app.registered_commands[before:], []
-            for info in added:  # a name already taken keeps its first command (a built-in: `train`, ...)
-                name = _command_name(info)
-                first = owners.setdefault(name, package)
-                if first == package:
-                    app.registered_commands.append(info)
-                    continue
-                warn_once(f"command '{name}' is registered by package '{first}' and again by package '{package}'; "
-                          f"keeping the one from '{first}'. To leave '{package}' out, {self._leave_out(package)}")
+            for attr in lists:
+                entries = getattr(app, attr)
+                added, entries[before[attr]:] = entries[before[attr]:], []
+                for info in added:  # a name already taken keeps its first command (a built-in: `train`, ...)
+                    taken = [(n, owners[n]) for n in _names(info) if owners.get(n, package) != package]
+                    if not taken:
+                        owners.update(dict.fromkeys(_names(info), package))
+                        entries.append(info)
+                        continue
+                    name, first = taken[0]
+                    warn_once(f"command '{name}' is registered by package '{first}' and again by package "
+                              f"'{package}'; keeping the one from '{first}'. To leave '{package}' out, "
+                              f"{self._leave_out(package)}")
 
     def packages(self) -> list[PluginInfo]:
         """Loaded plugin modules with their distribution, version and implemented hooks."""
@@ -274,6 +280,19 @@ class PluginManager:
 def _command_name(info: Any) -> str:
     """The name a Typer ``CommandInfo`` gets on the command line (its callback's name, ``_`` → ``-``, if unnamed)."""
     return info.name or info.callback.__name__.lower().replace("_", "-")
+
+
+def _names(info: Any) -> list[str]:
+    """The names a Typer ``CommandInfo`` or ``TyperInfo`` (``add_typer``) takes on the command line: a group's
+    name, or those of its commands when it has none (Typer merges them into the parent)."""
+    if not hasattr(info, "typer_instance"):
+        return [_command_name(info)]
+    sub = info.typer_instance
+    name = next((n for n in (info.name, getattr(getattr(sub, "info", None), "name", None)) if isinstance(n, str)), "")
+    if name:
+        return [name]
+    inner = [i for attr in ("registered_commands", "registered_groups") for i in getattr(sub, attr, [])]
+    return [n for i in inner for n in _names(i)]
 
 
 def _describe_error(exc: BaseException) -> str:
