@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
 from toy_dist import install_fake_toy_dist
 
 import contrastlab as cl
@@ -135,12 +136,8 @@ def test_allow_list_and_trace(tmp_path: Path) -> None:
     assert "CONTRASTLAB_PLUGINS names 'something-else'" in other.stderr
 
 
-def test_a_command_named_like_an_existing_one_is_left_out_with_a_warning(capsys, monkeypatch) -> None:
-    """A third-party `register_commands` hook that added a command named `train` replaced the built-in
-    `platform train` silently (`platform train --plugin ...` then said "No such option: --plugin"). As for
-    losses and plugins, the first registration keeps the name and one warning names both packages."""
-    import typer
-
+def _app_with_a_train_command(monkeypatch) -> typer.Typer:
+    """A Typer app with one command, `train` (callback ``builtin_train``), and the warn-once memory cleared."""
     import contrastlab.platform.plugins as plugins
 
     monkeypatch.setattr(plugins, "_warned", set())
@@ -149,6 +146,15 @@ def test_a_command_named_like_an_existing_one_is_left_out_with_a_warning(capsys,
     @app.command("train")
     def builtin_train() -> None:
         """The built-in."""
+
+    return app
+
+
+def test_a_command_named_like_an_existing_one_is_left_out_with_a_warning(capsys, monkeypatch) -> None:
+    """A third-party `register_commands` hook that added a command named `train` replaced the built-in
+    `platform train` silently (`platform train --plugin ...` then said "No such option: --plugin"). As for
+    losses and plugins, the first registration keeps the name and one warning names both packages."""
+    app = _app_with_a_train_command(monkeypatch)
 
     class Commands:
         @cl.hookimpl
@@ -173,16 +179,7 @@ def test_a_command_named_like_an_existing_one_is_left_out_with_a_warning(capsys,
 def test_a_register_commands_hook_that_raises_leaves_none_of_its_commands(capsys, monkeypatch) -> None:
     """A hook that added a command (here one named `train`) and then raised was "skipped" with a warning, yet the
     commands it had added stayed: its `train` replaced the built-in, past the name-clash check."""
-    import typer
-
-    import contrastlab.platform.plugins as plugins
-
-    monkeypatch.setattr(plugins, "_warned", set())
-    app = typer.Typer()
-
-    @app.command("train")
-    def builtin_train() -> None:
-        """The built-in."""
+    app = _app_with_a_train_command(monkeypatch)
 
     class HalfCommands:
         @cl.hookimpl
@@ -209,16 +206,7 @@ def test_a_register_commands_hook_that_raises_leaves_none_of_its_commands(capsys
 def test_a_command_group_named_like_an_existing_command_is_left_out_with_a_warning(capsys, monkeypatch) -> None:
     """`app.add_typer(sub, name="train")` in a register_commands hook replaced the built-in `platform train` with a
     group, past the check that keeps a command's first owner; a group with a new name stays."""
-    import typer
-
-    import contrastlab.platform.plugins as plugins
-
-    monkeypatch.setattr(plugins, "_warned", set())
-    app = typer.Typer()
-
-    @app.command("train")
-    def builtin_train() -> None:
-        """The built-in."""
+    app = _app_with_a_train_command(monkeypatch)
 
     class Groups:
         @cl.hookimpl
