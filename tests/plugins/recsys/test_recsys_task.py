@@ -206,3 +206,27 @@ def test_eval_and_resume_after_the_data_file_changed_are_one_line(tmp_path):
         code, out = run_cli(args)
         assert code == 2 and "was trained on other data" in out and "13 users" in out, out
         assert "Traceback" not in out and "size mismatch" not in out
+
+
+@pytest.mark.parametrize(("dataset", "root", "where"), [
+    ("ml-100k", None, "the MovieLens files in the cache folder "),
+    ("csv", "r.csv", "the file at data.root=r.csv changed since the run trained: restore the data it trained on"),
+    ("synthetic", None, "the generated data changed since the run trained: another contrastlab version generates"),
+])  # fmt: skip
+def test_the_changed_data_message_names_where_the_data_came_from(dataset, root, where):
+    """The line said "the file at data.root changed" also for a run that had no data.root (MovieLens from the cache
+    folder, or generated data)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from contrastlab.plugins.recsys.task import _load_weights
+
+    model = SimpleNamespace(state_dict=lambda: {"encoder": {"users.weight": torch.zeros(3, 2)}})
+    state = {"model": {"encoder": {"users.weight": torch.zeros(4, 2)}}}
+    run = SimpleNamespace(dir="runs/x", config=SimpleNamespace(data=SimpleNamespace(dataset=dataset, root=root)))
+    with pytest.raises(ConfigError) as info:
+        _load_weights(model, state, run, SimpleNamespace(num_users=3, num_items=5))
+    text = str(info.value)
+    assert text.startswith("run runs/x was trained on other data: its checkpoint's encoder.users.weight has shape")
+    assert f"items); {where}" in text and "data.root" not in text.replace("data.root=r.csv", ""), text

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 import contrastlab as cl
+from contrastlab.data.base import cache_dir
 from contrastlab.platform.errors import ConfigError, ContrastlabError, IncompatibleError, UnknownNameError
 from contrastlab.platform.logwindow import LogWindow
 from contrastlab.platform.preflight import unsupervised_losses
@@ -288,8 +289,13 @@ def _load_weights(model: Model, state: dict[str, Any], run: Run, split: Split) -
     current = {f"{part}.{key}": value for part, tensors in model.state_dict().items() for key, value in tensors.items()}
     for name, saved in ((f"{p}.{k}", v) for p, tensors in state["model"].items() for k, v in tensors.items()):
         if name in current and tuple(saved.shape) != tuple(current[name].shape):
+            d = run.config.data
+            where, fix = (f"the file at data.root={d.root}", "restore the data it trained on") if d.root else (
+                ("the generated data", "another contrastlab version generates other data; use the one that "
+                 "trained it, or train a new run") if d.dataset == "synthetic" else
+                (f"the MovieLens files in the cache folder {cache_dir('movielens')}", "restore the data it trained on"))
             raise ConfigError(
                 f"run {run.dir} was trained on other data: its checkpoint's {name} has shape {list(saved.shape)}, "
                 f"the data now gives {list(current[name].shape)} ({split.num_users} users, {split.num_items} "
-                f"items); the file at data.root changed since the run trained: restore the data it trained on")
+                f"items); {where} changed since the run trained: {fix}")
     model.load_state_dict(state["model"])
