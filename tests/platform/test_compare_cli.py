@@ -300,9 +300,9 @@ def test_a_path_with_square_brackets_is_printed_as_it_is(toy_pm, tmp_path):
 
 
 def test_a_crash_before_the_first_checkpoint_says_resume_starts_over_with_the_same_config(toy_pm, tmp_path):
-    """A run that crashed before any checkpoint (curl with `--set encoder.num_layers=45`: the encoder refuses the
-    image size) printed "fix the cause, then continue with: platform train --resume ...", but --resume keeps the
-    run's config.yaml and has nothing to continue from: it says so now."""
+    """A run that crashed before any checkpoint (e.g. out of memory while the model was built) printed "fix the
+    cause, then continue with: platform train --resume ...", but --resume keeps the run's config.yaml and has
+    nothing to continue from: it says so now."""
     args = ["train", "--plugin", "toy", "--loss", "toy_plain", "--logdir", str(tmp_path), "--seed", "4",
             "--set", "train.fail_seed=4", "--set", "checkpoint_every=5"]  # fmt: skip
     result = CliRunner().invoke(app, args)
