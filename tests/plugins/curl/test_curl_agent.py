@@ -147,3 +147,16 @@ def test_update_statistics_not_yet_logged_survive_a_checkpoint() -> None:
     expected = source.pop_stats()
     assert target.pop_stats() == pytest.approx(expected) and "contrastive_loss" in expected
     assert source.training_state()["update_stats"] == {}  # logged: nothing left to carry
+
+
+def test_a_stack_with_more_channels_than_pixels_stays_channel_first() -> None:
+    """SB3 reads an image space whose first axis is not its smallest as channels-last and wraps the env in
+    ``VecTransposeImage``: 11 stacked RGB frames of 32 px (33 channels) became a ``(32, 33, 32)`` space, and the
+    agent could not be built (a traceback from the replay buffer). The pixel env is channel-first by construction."""
+    agent = tiny_agent(extra=("env.frame_stack=11",))
+    assert agent.observation_space.shape == (33, 32, 32)
+    assert agent.replay_buffer.size() == 40
+    batch = agent.replay_buffer.sample(4)
+    assert batch.observations.shape == (4, 33, 32, 32)
+    stats = agent.update(8)
+    assert torch.isfinite(stats["critic_loss"]) and torch.isfinite(stats["contrastive_loss"])

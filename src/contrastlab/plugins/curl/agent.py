@@ -31,7 +31,10 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 from stable_baselines3 import SAC
+from stable_baselines3.common.env_util import is_wrapped
+from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.utils import polyak_update
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 from torch import Tensor, nn
 
 from contrastlab.plugins.curl.augment import random_crop, random_crops
@@ -127,6 +130,20 @@ class CurlSAC(SAC):
             CurlSACPolicy, env, learning_rate=critic_lr, tau=critic_tau, ent_coef=f"auto_{init_temperature}",
             target_update_interval=target_update_freq, policy_kwargs=policy_kwargs, **sac_kwargs,
         )
+
+    @staticmethod
+    def _wrap_env(env: Any, verbose: int = 0, monitor_wrapper: bool = True) -> VecEnv:
+        """SB3's wrapping (``Monitor``, ``DummyVecEnv``) without its ``VecTransposeImage``.
+
+        SB3 reads an image space whose first axis is not its smallest as channels-last and transposes it: a stack
+        of more channels (3 · ``env.frame_stack``) than pixels per side became ``[H, C, W]`` and the agent could
+        not be built. The pixel stacks are channel-first by construction (``[3·k, H, W]``).
+        """
+        if isinstance(env, VecEnv):
+            return env
+        if monitor_wrapper and not is_wrapped(env, Monitor):
+            env = Monitor(env)
+        return DummyVecEnv([lambda: env])
 
     def _setup_model(self) -> None:
         super()._setup_model()
