@@ -106,6 +106,16 @@ def test_bad_input_is_refused_before_training(extra: list[str], error: type, mat
         _plugin().check(_config("infonce", extra))
 
 
+@pytest.mark.parametrize("extra", [["data.labeled_fraction=1.0"], ["data.n_labeled=96"]])
+def test_labeling_every_positive_is_refused_for_case_control(extra: list[str]) -> None:
+    # Every positive labeled leaves a pool without positives: π = (96 − 96)/(n − 96) = 0 and nnPU is undefined.
+    # It was accepted, and the run failed only after the whole pre-training phase.
+    with pytest.raises(ConfigError, match=r"prior π = 0.*\[1, 95\]"):
+        _plugin().check(_config("infonce", extra))
+    # the single-training-set risk uses U = the whole set, whose prior α = n₊/n is fine
+    _plugin().check(_config("infonce", [*extra, "data.scenario=single_training_set"]))
+
+
 def test_labeled_fraction_replaces_n_labeled() -> None:
     _, _, split = pu_task.load_split(_config("infonce", ["data.labeled_fraction=0.5"]))
     assert split is not None and split.n_labeled == 48  # half of the 96 positives
