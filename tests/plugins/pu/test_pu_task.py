@@ -116,6 +116,18 @@ def test_labeling_every_positive_is_refused_for_case_control(extra: list[str]) -
     _plugin().check(_config("infonce", [*extra, "data.scenario=single_training_set"]))
 
 
+@pytest.mark.parametrize(("dataset", "extra", "scale"), [
+    ("synthetic", [], 0.08), ("fashion_mnist", [], 0.2), ("synthetic", ["pretrain.crop_scale_min=0.3"], 0.3)])
+def test_pretraining_uses_the_datasets_simclr_crop_scale(dataset: str, extra: list[str], scale: float) -> None:
+    # docs/pu.md: pre-training uses "the dataset's SimCLR augmentation"; a fixed 0.2 replaced CIFAR's 0.08
+    from contrastlab.data.datasets import ImageDataset
+
+    config = _config("infonce", [f"data.dataset={dataset}", *extra])
+    images = ImageDataset(torch.zeros(2, 1, 28, 28, dtype=torch.uint8), torch.zeros(2, dtype=torch.long), 2,
+                          ["a", "b"], dataset, "train")
+    assert pu_task.pretrain_augment_spec(config, images).crop_scale == (scale, 1.0)
+
+
 def test_labeled_fraction_replaces_n_labeled() -> None:
     _, _, split = pu_task.load_split(_config("infonce", ["data.labeled_fraction=0.5"]))
     assert split is not None and split.n_labeled == 48  # half of the 96 positives

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 import contrastlab as cl
 from contrastlab.data import ImageDataset, load_dataset
-from contrastlab.data.augment import SimCLRAugment, augment_for, prepare
+from contrastlab.data.augment import AugmentSpec, SimCLRAugment, augment_for, augment_spec_for, prepare
 from contrastlab.data.prior import elkan_noto, estimator_sample
 from contrastlab.data.pu import DEFAULT_POSITIVE_CLASSES, PUSplit, check_prior, make_pu_split, priors_from_pool
 from contrastlab.encoders.heads import ContrastiveModel, ProjectionHead, feature_dim
@@ -150,6 +150,13 @@ def fill_loss_prior(config: PUConfig, problem: PUProblem) -> dict[str, float]:
     return filled
 
 
+def pretrain_augment_spec(config: PUConfig, train: ImageDataset) -> AugmentSpec:
+    """The dataset's SimCLR augmentation for ``train``, with ``pretrain.crop_scale_min`` when it is set."""
+    crop = config.pretrain.crop_scale_min
+    return augment_spec_for(config.data.dataset, image_size=train.image_size, channels=train.channels,
+                            crop_scale=None if crop is None else (crop, 1.0))
+
+
 def build_encoder(config: PUConfig, channels: int) -> nn.Module:
     """The configured encoder for ``channels``-channel images."""
     return cl.make_encoder(config.encoder.name, in_channels=channels, **config.encoder.hparams())
@@ -272,8 +279,7 @@ class PUTask(cl.TaskPlugin[PUConfig]):
         label_aware = not e2e and is_label_aware(config.loss.name)
         run.labels_used = label_aware
         self._record(run, config, problem, filled, label_aware)
-        spec = augment_for(config.data.dataset, image_size=train.image_size, channels=train.channels,
-                           crop_scale=(config.pretrain.crop_scale_min, 1.0)).spec
+        spec = pretrain_augment_spec(config, train)
         encoder = build_encoder(config, train.channels).to(dev)
         dim = feature_dim(encoder)
         projection = ProjectionHead(dim, config.pretrain.projection_hidden, config.pretrain.projection_dim).to(dev)
