@@ -177,6 +177,21 @@ def test_unsupervised_loss_never_sees_labels(tmp_path: Path, monkeypatch: pytest
     assert summary["metrics"]["train/clamped_frac"] == pytest.approx(sum(clamped) / len(clamped))
 
 
+def test_a_pretraining_batch_holds_distinct_images(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SimCLR batches hold each image once; drawn with replacement, 64 of 192 images repeat one almost surely,
+    # and a repeated image's views were contrasted as negatives of each other.
+    distinct: list[bool] = []
+
+    class Spy(pu_task.SimCLRAugment):
+        def forward(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+            distinct.append(torch.unique(x.flatten(1), dim=0).shape[0] == x.shape[0])
+            return super().forward(x, generator)
+
+    monkeypatch.setattr(pu_task, "SimCLRAugment", Spy)
+    _train(tmp_path, "infonce", ["pretrain.batch_size=64"])
+    assert len(distinct) == 8 and all(distinct)  # 4 steps × 2 views
+
+
 def test_multi_views_sampler_pretrains(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """pu feeds its two views to a sampler that consumes ``multi_views`` as ``[2, B, d]``."""
     seen: list[str] = []
