@@ -89,12 +89,12 @@ def test_pn_treats_unlabeled_as_negative() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"kind": "vpu"}, "probe.risk"),
+        ({"kind": "vpu"}, r"^classifier\.risk='vpu'"),  # the config's key (it said probe.risk)
         ({"prior": 0.0}, r"\(0, 1\)"),
         ({"prior": 1.0}, r"\(0, 1\)"),
-        ({"beta": -0.1}, "beta"),
-        ({"gamma": 0.0}, "gamma"),
-        ({"surrogate_name": "hinge"}, "surrogate"),
+        ({"beta": -0.1}, r"^classifier\.beta"),
+        ({"gamma": 0.0}, r"^classifier\.gamma"),
+        ({"surrogate_name": "hinge"}, r"^classifier\.surrogate"),
     ],
 )
 def test_bad_risk_settings(kwargs: dict, match: str) -> None:
