@@ -178,3 +178,22 @@ def test_subset_is_seeded():
     assert not torch.equal(s1.images, ds.subset(10, seed=4).images)
     idx = ds.subset_indices(10, seed=3)
     assert ds.subset_indices(None) is None and torch.equal(ds.images[idx], s1.images)
+
+
+def test_image_folder_test_split_keeps_the_training_class_ids(tmp_path):
+    # The ids came from each split's own sorted folders: a test split without "bird" numbered "cat" 0 and "dog" 1,
+    # while training had bird 0, cat 1, dog 2, so every test label pointed at the wrong class, silently.
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for split, names in (("train", ("bird", "cat", "dog")), ("test", ("cat", "dog"))):
+        for cls in names:
+            (tmp_path / split / cls).mkdir(parents=True)
+            Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)).save(tmp_path / split / cls / "0.png")
+    train = load_dataset("image_folder", root=tmp_path, split="train")
+    test = load_dataset("image_folder", root=tmp_path, split="test")
+    assert train.class_names == test.class_names == ["bird", "cat", "dog"] and test.num_classes == 3
+    assert test.labels.tolist() == [1, 2]
+    (tmp_path / "test" / "eel").mkdir()
+    with pytest.raises(cl.ConfigError, match=r"eel.*no folder in"):
+        load_dataset("image_folder", root=tmp_path, split="test")

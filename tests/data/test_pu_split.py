@@ -125,3 +125,11 @@ def test_priors_from_pool_inverts_the_exact_prior() -> None:
     alpha, c = priors_from_pool(split.unlabeled_pool_prior, split.n_labeled, split.n)
     assert alpha == pytest.approx(split.population_prior)
     assert c == pytest.approx(split.label_frequency)
+
+
+def test_every_default_positive_class_set_belongs_to_a_loadable_dataset() -> None:
+    # an entry for a dataset without a loader (it listed "mnist") documents a default no run can use
+    from contrastlab.data import dataset_names
+    from contrastlab.data.pu import DEFAULT_POSITIVE_CLASSES
+
+    assert set(DEFAULT_POSITIVE_CLASSES) <= set(dataset_names())

@@ -1,6 +1,7 @@
 """Any image folder with one class per subfolder: ``root/<class>/*.png|jpg|...``.
 
-Class ids follow the sorted subfolder names. If ``root/train`` and ``root/test`` exist they are the splits;
+Class ids follow the sorted subfolder names (of ``root/train`` for every split when it exists, so a test split
+without some class keeps the training ids). If ``root/train`` and ``root/test`` exist they are the splits;
 otherwise ``root`` itself is the ``train`` split and ``test`` is an error. Images are decoded with Pillow,
 converted to RGB (or L with ``channels=1``) and resized to ``image_size`` (default: the first image's size).
 """
@@ -20,6 +21,11 @@ EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff",
 HOW = "pass --set data.root=DIR where DIR holds one subfolder of images per class"
 
 
+def _class_folders(base: Path) -> list[str]:
+    """Sorted names of the class subfolders of ``base``."""
+    return sorted(p.name for p in base.iterdir() if p.is_dir())
+
+
 @register_dataset("image_folder", splits=("train", "test"))
 def load_image_folder(root: Path | None, split: str, download: bool = True, image_size: int | None = None,
                       channels: int = 3) -> ImageDataset:
@@ -37,12 +43,21 @@ def load_image_folder(root: Path | None, split: str, download: bool = True, imag
         raise DataMissingError(f"image_folder: {root / split} not found; only split 'train' exists in {root}")
     if not base.is_dir():
         raise DataMissingError(f"image_folder: {base} is not a directory; {HOW}")
-    classes = sorted(p.name for p in base.iterdir() if p.is_dir())
+    classes = _class_folders(base)
     if not classes:
         raise DataMissingError(f"image_folder: no class subfolders in {base}; {HOW}")
+    if base != root and split != "train" and (root / "train").is_dir():
+        # class ids come from root/train in every split, so a class keeps its id when a split lacks a folder
+        extra = sorted(set(classes) - set(_class_folders(root / "train")))
+        if extra:
+            raise ConfigError(f"image_folder: class folder(s) {', '.join(extra)} of {base} have no folder in "
+                              f"{root / 'train'}; every {split} class must also be a training class")
+        classes = _class_folders(root / "train")
     mode = "L" if channels == 1 else "RGB"
     arrays, labels = [], []
     for cid, cname in enumerate(classes):
+        if not (base / cname).is_dir():
+            continue
         for path in sorted((base / cname).iterdir()):
             if path.suffix.lower() not in EXTENSIONS:
                 continue

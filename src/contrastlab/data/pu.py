@@ -3,7 +3,7 @@
 A PU split answers three questions about a fully labeled training set:
 
 1. **Which examples are positive**: the union of ``positive_classes`` (e.g. vehicles vs animals on CIFAR-10,
-   odd vs even on MNIST, upper-body garments on Fashion-MNIST: see :data:`DEFAULT_POSITIVE_CLASSES`).
+   upper-body garments on Fashion-MNIST: see :data:`DEFAULT_POSITIVE_CLASSES`).
 2. **Which positives are labeled**: ``n_labeled`` of them (or a ``labeled_fraction`` of the positives), drawn
    uniformly at random under a seed. This is the SCAR assumption ("selected completely at random",
    Elkan & Noto 2008, Def. 1 of PUCL): the labeling does not depend on ``x`` given ``y = 1``.
@@ -46,7 +46,6 @@ SCENARIOS: tuple[str, ...] = ("case_control", "single_training_set")
 
 DEFAULT_POSITIVE_CLASSES: dict[str, tuple[int, ...]] = {
     "cifar10": (0, 1, 8, 9),  # airplane, automobile, ship, truck: vehicles vs animals (puNCE §4, PU-CIFAR10)
-    "mnist": (1, 3, 5, 7, 9),  # odd vs even (puNCE PU-MNIST; nnPU's MNIST setup)
     # Upper-body garments: T-shirt/top, Pullover, Coat, Shirt vs trousers, dress, footwear and bags.
     # Prior 0.4 like PU-CIFAR10, and hard: Dress (a negative) looks like the tops, and Shirt vs T-shirt/top/
     # Pullover/Coat are the classes Fashion-MNIST classifiers confuse most.

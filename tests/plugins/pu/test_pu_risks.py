@@ -89,14 +89,35 @@ def test_pn_treats_unlabeled_as_negative() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"kind": "vpu"}, "probe.risk"),
+        ({"kind": "vpu"}, r"^classifier\.risk='vpu'"),  # the config's key (it said probe.risk)
         ({"prior": 0.0}, r"\(0, 1\)"),
         ({"prior": 1.0}, r"\(0, 1\)"),
-        ({"beta": -0.1}, "beta"),
-        ({"gamma": 0.0}, "gamma"),
-        ({"surrogate_name": "hinge"}, "surrogate"),
+        ({"beta": -0.1}, r"^classifier\.beta"),
+        ({"gamma": 0.0}, r"^classifier\.gamma"),
+        ({"surrogate_name": "hinge"}, r"^classifier\.surrogate"),
     ],
 )
 def test_bad_risk_settings(kwargs: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         PURisk(**kwargs)
+
+
+def test_nnpu_hand_example_in_the_negative_risk_branch() -> None:
+    """Worked by hand with ℓ = σ(−yz): z_p = ln 3 gives R̂_p⁺ = σ(−ln 3) = 1/4 and R̂_p⁻ = 3/4; z_u = −ln 3 gives
+    R̂_u⁻ = 1/4. With π = 1/2: π R̂_p⁺ = 1/8 and r⁻ = 1/4 − 3/8 = −1/8 < 0, so nnPU = 1/8 + 0, uPU = 0, and the
+    step minimises −γ r⁻, whose gradient is −γ σ'(z_u) = −3γ/16 in z_u and +γ π σ'(z_p) = 3γ/32 in z_p."""
+    import math
+
+    z_p = torch.tensor([math.log(3.0)], requires_grad=True)
+    z_u = torch.tensor([-math.log(3.0)], requires_grad=True)
+    gamma = 0.5
+    out = PURisk("nnpu", prior=0.5, gamma=gamma)(z_p, z_u)
+    assert out.ascent
+    assert float(out.positive_risk) == pytest.approx(1 / 8)
+    assert float(out.negative_risk) == pytest.approx(-1 / 8)
+    assert float(out.value) == pytest.approx(1 / 8)
+    assert float(out.objective.detach()) == pytest.approx(gamma / 8)
+    out.objective.backward()
+    assert float(z_u.grad) == pytest.approx(-3 * gamma / 16)
+    assert float(z_p.grad) == pytest.approx(3 * gamma / 32)
+    assert float(PURisk("upu", prior=0.5)(z_p, z_u).value) == pytest.approx(0.0, abs=1e-7)

@@ -106,6 +106,28 @@ def test_bad_input_is_refused_before_training(extra: list[str], error: type, mat
         _plugin().check(_config("infonce", extra))
 
 
+@pytest.mark.parametrize("extra", [["data.labeled_fraction=1.0"], ["data.n_labeled=96"]])
+def test_labeling_every_positive_is_refused_for_case_control(extra: list[str]) -> None:
+    # Every positive labeled leaves a pool without positives: π = (96 − 96)/(n − 96) = 0 and nnPU is undefined.
+    # It was accepted, and the run failed only after the whole pre-training phase.
+    with pytest.raises(ConfigError, match=r"prior π = 0.*\[1, 95\]"):
+        _plugin().check(_config("infonce", extra))
+    # the single-training-set risk uses U = the whole set, whose prior α = n₊/n is fine
+    _plugin().check(_config("infonce", [*extra, "data.scenario=single_training_set"]))
+
+
+@pytest.mark.parametrize(("dataset", "extra", "scale"), [
+    ("synthetic", [], 0.08), ("fashion_mnist", [], 0.2), ("synthetic", ["pretrain.crop_scale_min=0.3"], 0.3)])
+def test_pretraining_uses_the_datasets_simclr_crop_scale(dataset: str, extra: list[str], scale: float) -> None:
+    # docs/pu.md: pre-training uses "the dataset's SimCLR augmentation"; a fixed 0.2 replaced CIFAR's 0.08
+    from contrastlab.data.datasets import ImageDataset
+
+    config = _config("infonce", [f"data.dataset={dataset}", *extra])
+    images = ImageDataset(torch.zeros(2, 1, 28, 28, dtype=torch.uint8), torch.zeros(2, dtype=torch.long), 2,
+                          ["a", "b"], dataset, "train")
+    assert pu_task.pretrain_augment_spec(config, images).crop_scale == (scale, 1.0)
+
+
 def test_labeled_fraction_replaces_n_labeled() -> None:
     _, _, split = pu_task.load_split(_config("infonce", ["data.labeled_fraction=0.5"]))
     assert split is not None and split.n_labeled == 48  # half of the 96 positives
@@ -153,6 +175,21 @@ def test_unsupervised_loss_never_sees_labels(tmp_path: Path, monkeypatch: pytest
     clamped = [r["train/clamped_frac"] for r in rows if "train/clamped_frac" in r]
     assert clamped and all(0.0 <= v <= 1.0 for v in clamped)
     assert summary["metrics"]["train/clamped_frac"] == pytest.approx(sum(clamped) / len(clamped))
+
+
+def test_a_pretraining_batch_holds_distinct_images(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SimCLR batches hold each image once; drawn with replacement, 64 of 192 images repeat one almost surely,
+    # and a repeated image's views were contrasted as negatives of each other.
+    distinct: list[bool] = []
+
+    class Spy(pu_task.SimCLRAugment):
+        def forward(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+            distinct.append(torch.unique(x.flatten(1), dim=0).shape[0] == x.shape[0])
+            return super().forward(x, generator)
+
+    monkeypatch.setattr(pu_task, "SimCLRAugment", Spy)
+    _train(tmp_path, "infonce", ["pretrain.batch_size=64"])
+    assert len(distinct) == 8 and all(distinct)  # 4 steps × 2 views
 
 
 def test_multi_views_sampler_pretrains(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

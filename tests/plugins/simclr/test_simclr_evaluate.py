@@ -54,3 +54,38 @@ def test_knn_bank_subset_leaves_the_linear_probe_all_training_images(monkeypatch
         assert probe_features.shape[0] == 64 and torch.equal(probe_labels, bank.labels)
     else:
         assert "linear" not in seen
+
+
+def test_linear_and_knn_use_frozen_pre_head_features_in_eval_mode() -> None:
+    """An independent reference: features of the encoder (not the projection head) under BatchNorm running
+    statistics on unaugmented test-time inputs; the probe and kNN then see exactly those, and the encoder's
+    training mode and statistics are left as they were."""
+    bank, test = _dataset(64, 0), _dataset(20, 1)
+    torch.manual_seed(0)
+    encoder = nn.Sequential(nn.Flatten(), nn.Linear(64, 6), nn.BatchNorm1d(6))
+    with torch.no_grad():  # non-trivial running statistics, so train-mode features would differ
+        encoder[2].running_mean.uniform_(-1, 1)
+        encoder[2].running_var.uniform_(0.5, 2)
+    encoder.train()
+    state = {k: v.clone() for k, v in encoder.state_dict().items()}
+    spec = augment_spec_for("synthetic", 8, channels=1)
+    cfg = EvalSection(linear_epochs=3, knn_k=5)
+    got = evaluate.evaluate_encoder(encoder, bank, test, spec, cfg, torch.device("cpu"), linear=True, seed=2)
+
+    assert encoder.training
+    assert all(torch.equal(v, state[k]) for k, v in encoder.state_dict().items())
+    w, b = encoder[1].weight.detach(), encoder[1].bias.detach()
+    bn = encoder[2]
+
+    def ref(images: torch.Tensor) -> torch.Tensor:
+        x = (images.float() / 255 - spec.mean[0]) / spec.std[0]
+        h = x.flatten(1) @ w.T + b
+        return (h - bn.running_mean) / torch.sqrt(bn.running_var + bn.eps) * bn.weight.detach() + bn.bias.detach()
+
+    f_train, f_test = ref(bank.images), ref(test.images)
+    knn = evaluate.knn_accuracy(f_train, bank.labels, f_test, test.labels, 4, 5, cfg.knn_temperature)
+    probe = evaluate.linear_probe(f_train, bank.labels, f_test, test.labels, 4, epochs=3, lr=cfg.linear_lr,
+                                  weight_decay=cfg.linear_weight_decay, seed=2)
+    assert got["eval/knn_top1"] == pytest.approx(knn)
+    assert got["eval/linear_top1"] == pytest.approx(probe.top1)
+    assert got["eval/linear_train_top1"] == pytest.approx(probe.train_top1)

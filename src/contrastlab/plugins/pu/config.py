@@ -26,7 +26,7 @@ class DataSection(Section):
     """Extra keyword arguments of the dataset loader (e.g. ``size``, ``num_classes`` for ``synthetic``)."""
     positive_classes: list[int] | None = None
     """Class ids that form the positive class; ``None`` uses the dataset's documented default
-    (Fashion-MNIST: 0,2,4,6 = upper-body garments; CIFAR-10: 0,1,8,9 = vehicles; MNIST: odd digits)."""
+    (Fashion-MNIST: 0,2,4,6 = upper-body garments; CIFAR-10: 0,1,8,9 = vehicles; synthetic: 0)."""
     n_labeled: int | None = 1000
     """``n_L``: number of positives that are labeled, drawn at random (SCAR)."""
     labeled_fraction: float | None = None
@@ -94,8 +94,9 @@ class PretrainSection(Section):
     """Hidden width of the projection head (discarded after pre-training)."""
     projection_dim: int = Field(default=128, ge=1, le=MAX_WIDTH)
     """Output size of the projection head."""
-    crop_scale_min: float = Field(default=0.2, gt=0, le=1)
-    """Smallest random-resized-crop area (fraction of the image)."""
+    crop_scale_min: float | None = Field(default=None, gt=0, le=1)
+    """Smallest random-resized-crop area (fraction of the image); ``None``: the dataset's SimCLR value (0.2 for
+    Fashion-MNIST, 0.08 for CIFAR, STL-10 and the others)."""
 
 
 class ClassifierSection(Section):

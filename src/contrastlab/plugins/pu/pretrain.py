@@ -62,7 +62,8 @@ def pretrain_loop(
     clamp.load_state_dict(log_window, images.device)
     with run.progress(steps, description="pretrain", initial=start_step, part=(0.0, share)) as bar:
         for step in range(start_step + 1, steps + 1):
-            idx = torch.randint(n, (bsz,), device=images.device)  # [B]
+            # [B] distinct images, as in SimCLR: a duplicate's views would be each other's negatives
+            idx = torch.randperm(n, device=images.device)[:bsz]
             x = images[idx]
             views = torch.stack([augment(x), augment(x)])  # [2, B, C, H, W], two independent views
             loss = contrastive_step(lambda v: model(v)[1], views, sampler, input_kind, loss_fn, optimizer,

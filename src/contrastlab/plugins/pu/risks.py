@@ -53,7 +53,7 @@ def surrogate(name: str) -> Callable[[Tensor, float], Tensor]:
         return sigmoid_loss
     if name == "logistic":
         return logistic_loss
-    raise ConfigError(f"probe.surrogate={name!r} is not valid; valid: {', '.join(SURROGATES)}")
+    raise ConfigError(f"classifier.surrogate={name!r} is not valid; valid: {', '.join(SURROGATES)}")
 
 
 @dataclass(frozen=True)
@@ -94,13 +94,13 @@ class PURisk:
         labeled_share: float = 0.5,
     ) -> None:
         if kind not in RISKS:
-            raise ConfigError(f"probe.risk={kind!r} is not valid; valid: {', '.join(RISKS)}")
+            raise ConfigError(f"classifier.risk={kind!r} is not valid; valid: {', '.join(RISKS)}")
         if not 0.0 < prior < 1.0:
             raise ConfigError(f"PU risk prior={prior} is outside the valid range (0, 1)")
         if beta < 0:
-            raise ConfigError(f"probe.beta={beta} must be >= 0")
+            raise ConfigError(f"classifier.beta={beta} must be >= 0")
         if not 0.0 < gamma <= 1.0:
-            raise ConfigError(f"probe.gamma={gamma} is outside the valid range (0, 1]")
+            raise ConfigError(f"classifier.gamma={gamma} is outside the valid range (0, 1]")
         if not 0.0 < labeled_share < 1.0:
             raise ConfigError(f"PN labeled_share={labeled_share} is outside the valid range (0, 1)")
         self.kind, self.prior, self.beta, self.gamma = kind, float(prior), float(beta), float(gamma)

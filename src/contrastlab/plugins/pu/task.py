@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 import contrastlab as cl
 from contrastlab.data import ImageDataset, load_dataset
-from contrastlab.data.augment import SimCLRAugment, augment_for, prepare
+from contrastlab.data.augment import AugmentSpec, SimCLRAugment, augment_for, augment_spec_for, prepare
 from contrastlab.data.prior import elkan_noto, estimator_sample
 from contrastlab.data.pu import DEFAULT_POSITIVE_CLASSES, PUSplit, check_prior, make_pu_split, priors_from_pool
 from contrastlab.encoders.heads import ContrastiveModel, ProjectionHead, feature_dim
@@ -103,6 +103,19 @@ def _check_prior_settings(config: PUConfig) -> None:
         raise ConfigError(f"prior.value is only used with prior.mode=given (prior.mode={p.mode})")
 
 
+def check_pool_prior(config: PUConfig, split: PUSplit) -> None:
+    """Refuse a case-control split whose exact prior is 0: labeling every positive leaves the unlabeled pool
+    without positives, so its prior π = (n₊ − n_L)/(n − n_L) is 0 and the PU risk (prior in (0, 1)) is undefined."""
+    if config.prior.mode != "exact" or split.scenario != "case_control" or split.n_labeled < split.n_positive:
+        return
+    key = "data.labeled_fraction" if config.data.labeled_fraction is not None else "data.n_labeled"
+    raise ConfigError(
+        f"{key} labels all {split.n_positive} positives, so the unlabeled pool has none (prior π = 0); label at "
+        f"most {split.n_positive - 1} (data.n_labeled in [1, {split.n_positive - 1}]) or set "
+        "data.scenario=single_training_set"
+    )
+
+
 def resolve_prior(config: PUConfig, train: ImageDataset, test: ImageDataset, split: PUSplit) -> PUProblem:
     """The prior of the run: exact from the split, given, or estimated with Elkan–Noto on the inputs."""
     _check_prior_settings(config)
@@ -135,6 +148,13 @@ def fill_loss_prior(config: PUConfig, problem: PUProblem) -> dict[str, float]:
     hp.update(filled)
     config.loss = cl.ComponentSpec(name=config.loss.name, **hp)
     return filled
+
+
+def pretrain_augment_spec(config: PUConfig, train: ImageDataset) -> AugmentSpec:
+    """The dataset's SimCLR augmentation for ``train``, with ``pretrain.crop_scale_min`` when it is set."""
+    crop = config.pretrain.crop_scale_min
+    return augment_spec_for(config.data.dataset, image_size=train.image_size, channels=train.channels,
+                            crop_scale=None if crop is None else (crop, 1.0))
 
 
 def build_encoder(config: PUConfig, channels: int) -> nn.Module:
@@ -229,7 +249,9 @@ class PUTask(cl.TaskPlugin[PUConfig]):
     def check(self, config: PUConfig) -> None:
         """Refuse bad input before training: label-aware loss without a split, bad prior, bad split, no data."""
         _check_prior_settings(config)
-        load_split(config)
+        _, _, split = load_split(config)
+        assert split is not None
+        check_pool_prior(config, split)
 
     # ------------------------------------------------------------------ training
     def train(self, config: PUConfig, run: Run) -> dict[str, float]:
@@ -250,14 +272,14 @@ class PUTask(cl.TaskPlugin[PUConfig]):
         dev = run.device
         train, test, split = load_split(config)
         assert train is not None and split is not None
+        check_pool_prior(config, split)
         problem = resolve_prior(config, train, test, split)
         filled = fill_loss_prior(config, problem)
         e2e = config.method == "end_to_end"
         label_aware = not e2e and is_label_aware(config.loss.name)
         run.labels_used = label_aware
         self._record(run, config, problem, filled, label_aware)
-        spec = augment_for(config.data.dataset, image_size=train.image_size, channels=train.channels,
-                           crop_scale=(config.pretrain.crop_scale_min, 1.0)).spec
+        spec = pretrain_augment_spec(config, train)
         encoder = build_encoder(config, train.channels).to(dev)
         dim = feature_dim(encoder)
         projection = ProjectionHead(dim, config.pretrain.projection_hidden, config.pretrain.projection_dim).to(dev)
