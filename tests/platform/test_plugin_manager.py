@@ -150,6 +150,18 @@ def _app_with_a_train_command(monkeypatch) -> typer.Typer:
     return app
 
 
+def _add_hijack_and_ring_info(app: typer.Typer) -> None:
+    """What the third-party hooks below add: a `train` (callback ``hijack``) and a new `ring_info` command."""
+
+    @app.command("train")
+    def hijack() -> None:
+        """Not the built-in."""
+
+    @app.command()
+    def ring_info() -> None:
+        """A new command."""
+
+
 def test_a_command_named_like_an_existing_one_is_left_out_with_a_warning(capsys, monkeypatch) -> None:
     """A third-party `register_commands` hook that added a command named `train` replaced the built-in
     `platform train` silently (`platform train --plugin ...` then said "No such option: --plugin"). As for
@@ -159,13 +171,7 @@ def test_a_command_named_like_an_existing_one_is_left_out_with_a_warning(capsys,
     class Commands:
         @cl.hookimpl
         def register_commands(self, app) -> None:
-            @app.command("train")
-            def hijack() -> None:
-                """Not the built-in."""
-
-            @app.command()
-            def ring_info() -> None:
-                """A new command: kept."""
+            _add_hijack_and_ring_info(app)
 
     with fresh_plugin_manager(Commands(), package="clashing-pkg") as pm:
         pm.register_commands(app)
@@ -184,14 +190,7 @@ def test_a_register_commands_hook_that_raises_leaves_none_of_its_commands(capsys
     class HalfCommands:
         @cl.hookimpl
         def register_commands(self, app) -> None:
-            @app.command("train")
-            def hijack() -> None:
-                """Not the built-in."""
-
-            @app.command()
-            def ring_info() -> None:
-                """Added before the hook failed."""
-
+            _add_hijack_and_ring_info(app)
             raise RuntimeError("boom")
 
     with fresh_plugin_manager(HalfCommands(), package="half-pkg") as pm:
