@@ -114,6 +114,14 @@ def test_overrides_and_unknown_dataset_defaults():
     assert augment_spec_for("cifar10", size=24).size == 24
 
 
+def test_blur_follows_the_crop_size_on_every_dataset():
+    """Blur is for crops of 64 px or more (docs/simclr.md): STL-10 cropped to 32 px kept it, CIFAR-10 upscaled to
+    96 px gets it, and an explicit blur_p wins either way."""
+    assert augment_spec_for("stl10", size=32).blur_p == 0.0 and augment_spec_for("stl10").blur_p == 0.5
+    assert augment_spec_for("cifar10", size=96).blur_p == 0.5
+    assert augment_spec_for("stl10", size=32, blur_p=0.3).blur_p == 0.3
+
+
 def test_saturation_matrix_matches_blend_with_luma():
     x = torch.rand(4, 3, 5, 5, generator=torch.Generator().manual_seed(0))
     f = torch.tensor([0.0, 0.5, 1.0, 1.4])

@@ -64,7 +64,7 @@ DATASET_AUGMENT: dict[str, dict] = {
     "fashion_mnist": {"size": 28, "crop_scale": (0.2, 1.0), "mean": (0.2860,), "std": (0.3530,)},
     "cifar10": {"size": 32, "mean": (0.4914, 0.4822, 0.4465), "std": (0.2470, 0.2435, 0.2616)},
     "cifar100": {"size": 32, "mean": (0.5071, 0.4865, 0.4409), "std": (0.2673, 0.2564, 0.2762)},
-    "stl10": {"size": 96, "blur_p": 0.5, "mean": (0.4467, 0.4398, 0.4066), "std": (0.2603, 0.2566, 0.2713)},
+    "stl10": {"size": 96, "mean": (0.4467, 0.4398, 0.4066), "std": (0.2603, 0.2566, 0.2713)},
 }
 """Per-dataset parameters (image size, crop scale, blur, normalisation statistics of the training split)."""
 

@@ -1,4 +1,7 @@
-"""A multilayer perceptron encoder for vector or small image inputs (PU learning on (Fashion-)MNIST).
+"""A multilayer perceptron encoder for vector or small image inputs (the nnPU/puNCE MNIST-style model).
+
+It is registered for the Python API (``cl.make_encoder("mlp", ...)``) and custom tasks; the ``pu`` plugin's
+image encoders are ``small_cnn`` and the ResNets.
 
 puNCE (Acharya et al.) uses "an MLP with ReLU" on MNIST without stating its size; the defaults follow the
 nnPU reference model (Kiryo et al., NeurIPS 2017: fully connected layers of width 300 with batch norm and ReLU),
@@ -17,7 +20,8 @@ class MLPEncoder(nn.Module):
     """``[B, *] → [B, out_dim]``: ``layers`` linear layers with ``hidden_dim`` units, (batch norm,) ReLU."""
 
     name = "mlp"
-    description = "MLP encoder (flattens the input); nnPU/puNCE-style model for (Fashion-)MNIST PU learning"
+    description = ("MLP encoder (flattens the input), nnPU/puNCE-style; for the Python API and custom tasks "
+                   "(the pu plugin uses small_cnn or resnet)")
     hyperparameters = (
         HParam("hidden_dim", 300, "width of every hidden layer", f"[1, {MAX_WIDTH}]",
                "nnPU MNIST model (Kiryo et al. 2017): width 300", int_in(1, MAX_WIDTH)),
