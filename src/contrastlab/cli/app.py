@@ -25,7 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from contrastlab.cli import train as commands_train
-from contrastlab.cli.common import PRESET_DEFAULT, console, err_console, print_usage_error, user_errors
+from contrastlab.cli.common import PRESET_DEFAULT, console, print_usage_error, say, user_errors
 from contrastlab.cli.compare import add_compare_commands
 from contrastlab.cli.tune import add_tune_commands
 from contrastlab.platform.config import config_to_yaml, resolve_config
@@ -161,8 +161,7 @@ def config_command(
     try:  # train's pre-flight: say when `platform train` would refuse this config as incompatible
         preflight(task, config)
     except IncompatibleError as exc:
-        err_console.print(escape(f"note: platform train would refuse this config: {exc}"), highlight=False,
-                          soft_wrap=True)
+        say(f"note: platform train would refuse this config: {exc}", stderr=True)
     except ContrastlabError:
         pass  # data missing and the like: train says so itself, and the config may be meant for another machine
 

@@ -291,13 +291,9 @@ def add_compare_commands(app: typer.Typer) -> None:
         states = [runner.run_state(p.run_dir(out_dir)) for p in plan.points]
         counts = {s: states.count(s) for s in ("completed", "resume", "fresh")}
         where = f"{len(slots)} at a time" if ray_opts is None else "on Ray, as many at a time as resources allow"
-        err_console.print(
-            escape(f"{plan.title}: preset {plan.preset}, {cmp.count(len(plan.points), 'run')} → {out_dir}: "
-                   f"{counts['completed']} finished (skipped), {counts['resume']} to resume, {counts['fresh']} new; "
-                   f"{where}; logs in {out_dir / 'logs'}"),
-            highlight=False,
-            soft_wrap=True,
-        )
+        say(f"{plan.title}: preset {plan.preset}, {cmp.count(len(plan.points), 'run')} → {out_dir}: "
+            f"{counts['completed']} finished (skipped), {counts['resume']} to resume, {counts['fresh']} new; {where}; "
+            f"logs in {out_dir / 'logs'}", stderr=True)
         pending = [p for p, s in zip(plan.points, states, strict=True) if s != "completed"]
         for line in eta_lines(plan, pending, configs, slots, out_dir) if ray_opts is None else []:
             style = "bold yellow" if line.startswith("warning:") else None
@@ -306,10 +302,7 @@ def add_compare_commands(app: typer.Typer) -> None:
             for p, s in zip(plan.points, states, strict=True):
                 label = p.label if plan.plugin.uses_loss(configs[p.config_hash]) else (  # as the tables name it
                     f"none (filed under {p.loss}){p.label.removeprefix(p.loss)}")
-                console.print(
-                    escape(f"{s:9s} {label:32s} seed {p.seed:<3d} {p.run_dir(out_dir)}"), highlight=False,
-                    soft_wrap=True,
-                )
+                say(f"{s:9s} {label:32s} seed {p.seed:<3d} {p.run_dir(out_dir)}")
             return
         lock = acquire_lock(out_dir)
         try:
@@ -367,5 +360,5 @@ def add_compare_commands(app: typer.Typer) -> None:
         out_dir = report_home(dirs, out)
         check_writable_dir(out_dir, "--out" if out is not None else "output directory (DIR; see --out)")
         build_report(dirs, out_dir, rows=row_keys(rows) or recorded_rows(dirs), curve=curve,
-                     note=lambda text: err_console.print(escape(f"note: {text}"), highlight=False, soft_wrap=True))
+                     note=lambda text: say(f"note: {text}", stderr=True))
         print_results(out_dir)

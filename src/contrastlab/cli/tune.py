@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from contrastlab.cli.common import err_console, print_commands, say, shell_command, user_errors
 from contrastlab.cli.compare import HELP as COMPARE_HELP
@@ -136,16 +135,12 @@ def add_tune_commands(app: typer.Typer) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
         the_study = tn.open_study(spec, url, name, pruner)
         before = tn.finished(the_study)
-        err_console.print(
-            escape(f"tune {task.name}/{loss}: preset {chosen}, study '{name}' in {url}: {before} of "
-                   f"{count(trials, 'trial')} finished; {task.primary_metric} ({spec.direction}), {seeds_per_trial} "
-                   f"seed(s) per trial, backend {backend}"),
-            highlight=False,
-            soft_wrap=True,
-        )
+        say(f"tune {task.name}/{loss}: preset {chosen}, study '{name}' in {url}: {before} of "
+            f"{count(trials, 'trial')} finished; {task.primary_metric} ({spec.direction}), {seeds_per_trial} "
+            f"seed(s) per trial, backend {backend}", stderr=True)
         note = tn.ray_pruning_note(spec)
         if note:
-            err_console.print(escape(note), highlight=False, soft_wrap=True)
+            say(note, stderr=True)
         gave_up = None
         term = TermState()
         try:
