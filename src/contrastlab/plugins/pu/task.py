@@ -271,8 +271,7 @@ class PUTask(cl.TaskPlugin[PUConfig]):
         """Data, prior, encoder + projection, the pre-training optimiser and the checkpoint to resume from."""
         dev = run.device
         train, test, split = load_split(config)
-        assert train is not None and split is not None
-        check_pool_prior(config, split)
+        assert train is not None and split is not None  # check_pool_prior ran in the pre-flight (check)
         problem = resolve_prior(config, train, test, split)
         filled = fill_loss_prior(config, problem)
         e2e = config.method == "end_to_end"

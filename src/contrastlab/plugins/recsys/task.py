@@ -289,13 +289,20 @@ def _load_weights(model: Model, state: dict[str, Any], run: Run, split: Split) -
     current = {f"{part}.{key}": value for part, tensors in model.state_dict().items() for key, value in tensors.items()}
     for name, saved in ((f"{p}.{k}", v) for p, tensors in state["model"].items() for k, v in tensors.items()):
         if name in current and tuple(saved.shape) != tuple(current[name].shape):
-            d = run.config.data
-            where, fix = (f"the file at data.root={d.root}", "restore the data it trained on") if d.root else (
-                ("the generated data", "another contrastlab version generates other data; use the one that "
-                 "trained it, or train a new run") if d.dataset == "synthetic" else
-                (f"the MovieLens files in the cache folder {cache_dir('movielens')}", "restore the data it trained on"))
+            where, fix = _data_source(run.config)
             raise ConfigError(
                 f"run {run.dir} was trained on other data: its checkpoint's {name} has shape {list(saved.shape)}, "
                 f"the data now gives {list(current[name].shape)} ({split.num_users} users, {split.num_items} "
                 f"items); {where} changed since the run trained: {fix}")
     model.load_state_dict(state["model"])
+
+
+def _data_source(config: RecsysConfig) -> tuple[str, str]:
+    """Where a run's data came from, and what to do when it no longer matches the run's checkpoint."""
+    restore = "restore the data it trained on"
+    if config.data.root:
+        return f"the file at data.root={config.data.root}", restore
+    if config.data.dataset == "synthetic":
+        return ("the generated data", "another contrastlab version generates other data; use the one that trained "
+                "it, or train a new run")
+    return f"the MovieLens files in the cache folder {cache_dir('movielens')}", restore
