@@ -79,3 +79,19 @@ def test_the_run_devices_state_follows_it_to_the_device_it_resumes_on(monkeypatc
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)                  # same machine: device by device
     set_rng_state(state)
     assert restored == {i: bytes([i] * 16) for i in range(4)}
+
+
+def test_a_process_that_sees_no_cuda_device_saves_no_device_number(monkeypatch) -> None:
+    """``is_available`` true with no device to ask (a stand-in that reports CUDA on a CPU build, as the GPU suite's
+    rehearsal does): the list of CUDA states is empty and no device number is asked for (``current_device``
+    initialises CUDA and raised in the rehearsal's final checkpoint)."""
+
+    def no_cuda() -> int:
+        raise AssertionError("Torch not compiled with CUDA enabled")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: [])
+    monkeypatch.setattr(torch.cuda, "current_device", no_cuda)
+    state = rng_state()
+    assert state["cuda"] == [] and "cuda_device" not in state
+    set_rng_state(state)

@@ -27,7 +27,8 @@ def rng_state() -> dict[str, Any]:
     }
     if torch.cuda.is_available():
         state["cuda"] = [s.numpy() for s in torch.cuda.get_rng_state_all()]
-        state["cuda_device"] = int(torch.cuda.current_device())  # the run's device (Run sets it for cuda:K)
+        if state["cuda"]:  # asking for the device initialises CUDA: only where there is one
+            state["cuda_device"] = int(torch.cuda.current_device())  # the run's device (Run sets it for cuda:K)
     return state
 
 
