@@ -137,3 +137,24 @@ def test_cheetah_compiles_without_the_settotalmass_notice(caplog: pytest.LogCapt
     with caplog.at_level("WARNING"):
         DMCPixelEnv("cheetah", "run", render_size=32).close()
     assert not [r for r in caplog.records if "settotalmass" in r.getMessage()]
+
+
+def test_a_restored_random_state_outlasts_the_seed_of_the_next_reset() -> None:
+    """A resumed run's environment is built and seeded as at the run's start (SB3 passes the seed to its first
+    reset); the random state saved in the checkpoint takes over at that reset, so the next episode starts where the
+    interrupted run's next one would have, not at the run's first start again."""
+    def start(env: DMCPixelEnv, seed: int | None = None) -> np.ndarray:
+        env.reset(seed=seed)
+        return env._env.physics.get_state().copy()
+
+    env = DMCPixelEnv("cartpole", "swingup", render_size=16, seed=3)
+    first = start(env, seed=3)
+    saved = env.random_state()
+    second = start(env)
+    env.close()
+    resumed = DMCPixelEnv("cartpole", "swingup", render_size=16, seed=3)
+    resumed.restore_random_state(saved)
+    again = start(resumed, seed=3)
+    assert np.array_equal(again, second) and not np.array_equal(again, first)
+    assert not np.array_equal(start(resumed), again)  # restored once, then drawn from as usual
+    resumed.close()

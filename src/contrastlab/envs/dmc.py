@@ -161,6 +161,17 @@ class DMCPixelEnv(gym.Env):
         )
         self._frames: deque[np.ndarray] = deque(maxlen=frame_stack)
         self._last_frame: np.ndarray | None = None
+        self._restored_random: tuple[Any, ...] | None = None
+
+    def random_state(self) -> tuple[Any, ...]:
+        """The state of the task's initial-state randomness (numpy ``RandomState.get_state()``), for checkpoints."""
+        return self._env.task.random.get_state()
+
+    def restore_random_state(self, state: tuple[Any, ...]) -> None:
+        """Restore :meth:`random_state` at the next reset, after any seed that reset is given: a resumed run's
+        environment is seeded from the config like the run's first one, and would otherwise start its episodes
+        where the run's first episodes started."""
+        self._restored_random = state
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):  # type: ignore[override]
@@ -168,6 +179,9 @@ class DMCPixelEnv(gym.Env):
         super().reset(seed=seed)
         if seed is not None:
             self._env.task.random.seed(seed)
+        if self._restored_random is not None:
+            self._env.task.random.set_state(self._restored_random)
+            self._restored_random = None
         self._env.reset()
         frame = self._render_frame()
         for _ in range(self.frame_stack):

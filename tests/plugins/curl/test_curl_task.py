@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -138,15 +139,40 @@ def test_smoke_run_logs_on_frame_axis_checkpoints_resumes_and_evaluates(tmp_path
     assert "eval (video: episode 1) 1/1" in progress and "wrote episode.gif" in progress
 
 
-def test_a_resume_without_the_replay_buffer_refills_it_before_updating_again(tmp_path: Path) -> None:
+def test_a_resume_without_the_replay_buffer_refills_it_with_new_random_actions_and_episodes(tmp_path: Path,
+                                                                                            monkeypatch) -> None:
     """The 160-frame checkpoint of a 320-frame run loses its buffer once the 320-frame one is written. Resumed
     from it, the run takes init_steps (10) random-action steps into the empty buffer before its next update,
     instead of updating on batches drawn from one, two, three... transitions. Nor does it write the checkpoint it
-    resumed from again."""
+    resumed from again. Its environment and action sampler go on from their saved states: the episode begun at the
+    resume does not start where the run's first episode did, and the refill's random actions are not the run's
+    first ones (both were re-seeded from the config)."""
+    from contrastlab.envs import DMCPixelEnv
+    from contrastlab.plugins.curl import task as curl_task
+
     task, cfg = CurlTask(), config(*TINY, "train.eval_episodes=1")
+    starts: list[tuple[float, ...]] = []  # the training environment's episode starts (evaluation repeats its own)
+    training_envs: list[DMCPixelEnv] = []
+    make_env, reset = curl_task.make_env, DMCPixelEnv.reset
+
+    def recording_make_env(config, seed=None):
+        env = make_env(config, seed=seed)
+        if seed == cfg.seed:
+            training_envs.append(env)
+        return env
+
+    def recording_reset(self, **kwargs):
+        out = reset(self, **kwargs)
+        if any(self is env for env in training_envs):
+            starts.append(tuple(self._env.physics.get_state()))
+        return out
+
+    monkeypatch.setattr(curl_task, "make_env", recording_make_env)
+    monkeypatch.setattr(DMCPixelEnv, "reset", recording_reset)
     run = Run.create(task, cfg, tmp_path)
     full = task.train(cfg, run)
     run.finish(full)
+    first_actions = run_actions(run.dir)
     for part in (run.dir / "checkpoints").glob("step_000000000320*"):
         part.unlink()
     assert "replay_buffer" not in Run.open(run.dir).load_checkpoint()
@@ -158,6 +184,9 @@ def test_a_resume_without_the_replay_buffer_refills_it_before_updating_again(tmp
     assert saved == [320]  # not the 160-frame checkpoint it resumed from, again
     assert summary["resumed_without_replay_buffer_at_frame"] == 160
     assert full["train/updates"] == 30 and again["train/updates"] == 30 - 10
+    assert len(starts) == 2 and starts[0] != starts[1], "the resumed run began an episode where the run did"
+    refill = run_actions(run.dir)[:10]  # the refilled buffer: its 10 random-action steps first
+    assert not any(np.allclose(refill[:3], first_actions[i:i + 3]) for i in range(len(first_actions) - 2))
 
 
 def test_frames_before_a_checkpoint_without_train_seconds_stay_out_of_the_rate(tmp_path: Path) -> None:
@@ -208,6 +237,12 @@ def test_a_refill_cut_by_a_stop_goes_on_after_the_next_resume(tmp_path: Path) ->
     assert state["step"] == 200 and "replay_buffer" in state and state["agent"]["learning_starts"] == 30
     resumed = Run.open(run.dir)
     assert task.train(resumed.config, resumed)["train/updates"] == 20
+
+
+def run_actions(run_dir: Path) -> np.ndarray:
+    """The actions stored in the newest checkpoint's replay buffer, in the order they were taken."""
+    buffer = Run.open(run_dir, resume=False).load_checkpoint()["replay_buffer"]
+    return np.asarray(buffer["actions"])[: buffer["transitions"]]
 
 
 @pytest.mark.slow

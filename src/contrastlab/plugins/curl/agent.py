@@ -310,6 +310,8 @@ class CurlSAC(SAC):
             "episode_num": self._episode_num,
             # later than agent.init_steps after a resume without the replay buffer (its refill)
             "learning_starts": self.learning_starts,
+            # the random actions of the warm-up (and of a refill after a resume without the replay buffer)
+            "action_space_rng": self.action_space.np_random.bit_generator.state,
             # the update statistics not yet logged: a checkpoint between two logs (a Ctrl-C) loses none of them
             "update_stats": {key: torch.stack([v.float() for v in values]).cpu()
                              for key, values in self._stat_sums.items()},
@@ -334,3 +336,5 @@ class CurlSAC(SAC):
                            for key, values in state.get("update_stats", {}).items()}
         self._episode_num = int(state["episode_num"])
         self.learning_starts = max(self.learning_starts, int(state.get("learning_starts", 0)))
+        if "action_space_rng" in state:  # older checkpoints: re-seeded from the config, as the run's start was
+            self.action_space.np_random.bit_generator.state = state["action_space_rng"]

@@ -176,6 +176,7 @@ class _TrainLoop(BaseCallback):
         self.state["last_ckpt_frames"] = self.frames
         state: dict[str, Any] = {"agent": self.model.training_state(),
                                  "loop": {**self.state, "train_seconds": self.train_seconds()}}
+        state["env_random"] = self.training_env.env_method("random_state")[0]  # episode starts after a resume
         if self.config.train.save_buffer:
             state["replay_buffer"] = self.model.replay_buffer.state_dict()
         self.run.save_checkpoint(state, step=self.frames, latest_only=("replay_buffer",), final=final)
@@ -276,6 +277,8 @@ class CurlTask(TaskPlugin[CurlConfig]):
         if state is not None:
             agent.load_training_state(state["agent"])
             loop_state.update(state["loop"])
+            if "env_random" in state:  # older checkpoints: episodes start as the run's first ones did
+                env.restore_random_state(state["env_random"])
             if "replay_buffer" in state:
                 agent.replay_buffer.load_state_dict(state["replay_buffer"])
             else:  # an empty buffer: refill it as at the start (init_steps random actions) before updating again
