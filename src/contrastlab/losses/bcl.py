@@ -36,8 +36,6 @@ from contrastlab.losses.base import (
     half_to_one,
     masked_lse,
     nll_from_mass,
-    prepare_batch,
-    reduce_anchors,
     unit_interval_open,
 )
 from contrastlab.losses.batch import ContrastiveBatch
@@ -292,9 +290,8 @@ def bcl_terms(batch: ContrastiveBatch, tau_plus: float, alpha: float, beta: floa
 def bcl(
     batch: ContrastiveBatch, tau_plus: float = 0.1, alpha: float = 0.9, beta: float = 0.9, reduction: str = "mean"
 ) -> Tensor:
-    """Functional BCL of ``batch``."""
-    b = prepare_batch(batch, "bcl")
-    return reduce_anchors(bcl_terms(b, tau_plus, alpha, beta), b, reduction)
+    """Functional BCL of ``batch``: :class:`BCLLoss` (hyperparameters checked, computed in float32 under AMP)."""
+    return BCLLoss(reduction=reduction, tau_plus=tau_plus, alpha=alpha, beta=beta)(batch)
 
 
 class BCLLoss(ContrastiveLoss):

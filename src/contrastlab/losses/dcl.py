@@ -37,8 +37,6 @@ from contrastlab.losses.base import (
     masked_lse,
     neg_count,
     nll_from_mass,
-    prepare_batch,
-    reduce_anchors,
     safe_log,
     unit_interval_open,
 )
@@ -103,18 +101,16 @@ def hcl_terms(batch: ContrastiveBatch, tau_plus: float, beta: float, detach_weig
 
 
 def dcl(batch: ContrastiveBatch, tau_plus: float = 0.1, reduction: str = "mean") -> Tensor:
-    """Functional DCL of ``batch``."""
-    b = prepare_batch(batch, "dcl")
-    return reduce_anchors(dcl_terms(b, tau_plus), b, reduction)
+    """Functional DCL of ``batch``: :class:`DCLLoss` (hyperparameters checked, computed in float32 under AMP)."""
+    return DCLLoss(reduction=reduction, tau_plus=tau_plus)(batch)
 
 
 def hcl(
     batch: ContrastiveBatch, tau_plus: float = 0.1, beta: float = 1.0, detach_weights: bool = False,
     reduction: str = "mean",
 ) -> Tensor:
-    """Functional HCL of ``batch``."""
-    b = prepare_batch(batch, "hcl")
-    return reduce_anchors(hcl_terms(b, tau_plus, beta, detach_weights), b, reduction)
+    """Functional HCL of ``batch``: :class:`HCLLoss` (hyperparameters checked, computed in float32 under AMP)."""
+    return HCLLoss(reduction=reduction, tau_plus=tau_plus, beta=beta, detach_weights=detach_weights)(batch)
 
 
 TAU_PLUS_DCL = HParam(

@@ -39,8 +39,6 @@ from contrastlab.losses.base import (
     log_sub_clamped,
     masked_lse,
     neg_count,
-    prepare_batch,
-    reduce_anchors,
     safe_log,
 )
 from contrastlab.losses.batch import ContrastiveBatch
@@ -110,9 +108,8 @@ def debiased_pos_terms(batch: ContrastiveBatch, tau_plus: float, aggregation: st
 
 def debiased_pos(batch: ContrastiveBatch, tau_plus: float = 0.1, aggregation: str = "outer", guard: bool = True,
                  reduction: str = "mean") -> Tensor:
-    """Functional DebiasedPos of ``batch``."""
-    b = prepare_batch(batch, "debiased_pos")
-    return reduce_anchors(debiased_pos_terms(b, tau_plus, aggregation, guard), b, reduction)
+    """Functional DebiasedPos of ``batch``: :class:`DebiasedPosLoss` (hyperparameters checked, float32 under AMP)."""
+    return DebiasedPosLoss(reduction=reduction, tau_plus=tau_plus, aggregation=aggregation, guard=guard)(batch)
 
 
 class DebiasedPosLoss(ContrastiveLoss):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from contrastlab.losses.base import ContrastiveLoss, masked_lse, nll_from_mass, prepare_batch, reduce_anchors
+from contrastlab.losses.base import ContrastiveLoss, masked_lse, nll_from_mass
 from contrastlab.losses.batch import ContrastiveBatch
 
 
@@ -28,9 +28,8 @@ def infonce_terms(batch: ContrastiveBatch) -> Tensor:
 
 
 def infonce(batch: ContrastiveBatch, reduction: str = "mean") -> Tensor:
-    """Functional InfoNCE / NT-Xent of ``batch`` (``reduction``: mean | sum | none)."""
-    b = prepare_batch(batch, "infonce")
-    return reduce_anchors(infonce_terms(b), b, reduction)
+    """Functional InfoNCE / NT-Xent of ``batch`` (``reduction``: mean | sum | none); same as :class:`InfoNCELoss`."""
+    return InfoNCELoss(reduction=reduction)(batch)
 
 
 class InfoNCELoss(ContrastiveLoss):

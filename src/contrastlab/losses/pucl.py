@@ -25,8 +25,6 @@ from contrastlab.losses.base import (
     ContrastiveLoss,
     masked_lse,
     nll_from_mass,
-    prepare_batch,
-    reduce_anchors,
     unit_interval_closed,
     unit_interval_open,
 )
@@ -45,9 +43,8 @@ def pucl_terms(batch: ContrastiveBatch, alpha: float, c: float, stats: dict[str,
 
 
 def pucl(batch: ContrastiveBatch, alpha: float = 0.12, c: float = 0.1, reduction: str = "mean") -> Tensor:
-    """Functional PUCL of ``batch``."""
-    b = prepare_batch(batch, "pucl")
-    return reduce_anchors(pucl_terms(b, alpha, c), b, reduction)
+    """Functional PUCL of ``batch``: :class:`PUCLLoss` (hyperparameters checked, computed in float32 under AMP)."""
+    return PUCLLoss(reduction=reduction, alpha=alpha, c=c)(batch)
 
 
 class PUCLLoss(ContrastiveLoss):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from contrastlab.losses.base import ContrastiveLoss, prepare_batch, reduce_anchors
+from contrastlab.losses.base import ContrastiveLoss
 from contrastlab.losses.batch import ContrastiveBatch
 from contrastlab.losses.supcon import _require_labels, all_view_lse, as_weights, mean_logit
 from contrastlab.platform.registry import HParam
@@ -48,9 +48,8 @@ def punce_terms(batch: ContrastiveBatch, prior: float) -> Tensor:
 
 
 def punce(batch: ContrastiveBatch, prior: float = 0.388, reduction: str = "mean") -> Tensor:
-    """Functional puNCE of a PU-labeled ``batch``."""
-    b = prepare_batch(batch, "punce")
-    return reduce_anchors(punce_terms(b, prior), b, reduction)
+    """Functional puNCE of a PU-labeled ``batch``: :class:`PUNCELoss` (prior checked, float32 under AMP)."""
+    return PUNCELoss(reduction=reduction, prior=prior)(batch)
 
 
 class PUNCELoss(ContrastiveLoss):

@@ -34,8 +34,6 @@ from contrastlab.losses.base import (
     masked_lse,
     neg_count,
     nll_from_mass,
-    prepare_batch,
-    reduce_anchors,
     safe_log,
 )
 from contrastlab.losses.batch import ContrastiveBatch
@@ -126,15 +124,13 @@ def unbiased_terms(batch: ContrastiveBatch, fill_to_n: bool = True) -> Tensor:
 
 
 def supcon(batch: ContrastiveBatch, aggregation: str = "out", reduction: str = "mean") -> Tensor:
-    """Functional SupCon of a labeled ``batch``."""
-    b = prepare_batch(batch, "supcon")
-    return reduce_anchors(supcon_terms(b, aggregation), b, reduction)
+    """Functional SupCon of a labeled ``batch``: :class:`SupConLoss` (checked, computed in float32 under AMP)."""
+    return SupConLoss(reduction=reduction, aggregation=aggregation)(batch)
 
 
 def unbiased(batch: ContrastiveBatch, fill_to_n: bool = True, reduction: str = "mean") -> Tensor:
-    """Functional oracle unbiased loss of a labeled ``batch``."""
-    b = prepare_batch(batch, "unbiased")
-    return reduce_anchors(unbiased_terms(b, fill_to_n), b, reduction)
+    """Functional oracle unbiased loss of a labeled ``batch``: :class:`UnbiasedLoss` (checked, float32 under AMP)."""
+    return UnbiasedLoss(reduction=reduction, fill_to_n=fill_to_n)(batch)
 
 
 class SupConLoss(ContrastiveLoss):
