@@ -382,3 +382,18 @@ def test_a_completed_run_whose_summary_is_unreadable_says_why(tmp_path):
     record = rs.load_run(run_dir)
     assert record.status == "incomplete"
     assert record.error == "run.json says completed, but summary.json is missing or unreadable", record.error
+
+
+def test_a_multi_line_error_with_a_pipe_stays_in_its_table_cell(tmp_path):
+    """A failed run's error (torch's state_dict errors span lines) must not break the rows of results.md."""
+    write_synthetic_run(tmp_path, loss="infonce", seed=1, final={"score": 0.5})
+    error = "RuntimeError: Error(s) in loading state_dict:\n\tMissing key(s): a|b"
+    write_synthetic_run(tmp_path, loss="dcl", seed=1, status="failed", error=error)
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    lines = rt.markdown(groups).splitlines()
+    table = lines[lines.index("| task | metric | dcl | infonce | best |") :]
+    assert table[2].startswith("| toy | score (↑) | failed: RuntimeError: Error(s) in loading state_dict: Missing")
+    assert table[2].endswith("| 0.5000 (n=1) | – |")
+    failure = next(line for line in lines if line.startswith("| toy | dcl | 1 | failed |"))
+    assert "state_dict: Missing key(s): a\\|b |" in failure
+    assert failure.endswith("base-s1 |") and failure.count(" | ") == 5

@@ -104,6 +104,12 @@ def fmt_interval(estimate: float, lo: float, hi: float, dec: int | None = None) 
     return f"{estimate:.{dec}f} [{lo:.{dec}f}, {hi:.{dec}f}]"
 
 
+def md_cell(text: object) -> str:
+    """``text`` as one Markdown table cell: line breaks and runs of whitespace become one space and ``|`` is
+    escaped (a multi-line error, e.g. torch's ``Error(s) in loading state_dict``, broke the table's rows)."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
 def _failed_text(g: Group) -> str:
     if all(r.status == "interrupted" for r in g.runs):  # stopped, not broken: `--resume` (or compare again) goes on
         return "interrupted (resumable)"
@@ -113,7 +119,7 @@ def _failed_text(g: Group) -> str:
     done = sum(r.status == "completed" for r in g.runs)
     if err is None and done:  # completed, but the metric diverged (NaN) or is missing from summary.json
         err = f"no finite {g.primary or 'primary metric'} in {done} completed run{'s' * (done != 1)}"
-    return f"failed: {str(err or next(iter({r.status for r in g.runs}), '?'))[:60]}"
+    return f"failed: {md_cell(str(err or next(iter({r.status for r in g.runs}), '?'))[:60])}"
 
 
 def main_cell(g: Group, winner: bool) -> str:
@@ -261,8 +267,8 @@ def _failure_lines(groups: Sequence[Group]) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for g, r in failed:
-        err = (r.error or "").replace("|", "\\|")
-        out.append(f"| {g.row} | {g.column} | {r.seed} | {r.status} | {err} | {r.run_dir} |")
+        cells = (g.row, g.column, r.seed, r.status, r.error or "", r.run_dir)
+        out.append("| " + " | ".join(md_cell(c) for c in cells) + " |")
     return out
 
 
