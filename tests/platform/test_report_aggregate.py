@@ -397,3 +397,24 @@ def test_a_multi_line_error_with_a_pipe_stays_in_its_table_cell(tmp_path):
     failure = next(line for line in lines if line.startswith("| toy | dcl | 1 | failed |"))
     assert "state_dict: Missing key(s): a\\|b |" in failure
     assert failure.endswith("base-s1 |") and failure.count(" | ") == 5
+
+
+def test_values_equal_to_four_digits_are_two_columns_not_one(tmp_path):
+    """Two τ+ sampled by tune that round to the same 4 digits: each keeps its own column, and the bold cell is the
+    winner's (one label for both showed the loser's numbers under the winner's verdict)."""
+    for seed in (1, 2):
+        write_synthetic_run(tmp_path, loss="dcl", seed=seed, overrides=[f"{TAU}0.07930420320523977"],
+                            final={"score": 0.5 + seed / 100})
+        write_synthetic_run(tmp_path, loss="dcl", seed=seed, overrides=[f"{TAU}0.0793042"],
+                            final={"score": 0.9 + seed / 100})
+    write_synthetic_run(tmp_path, plugin="toy2", loss="dcl", overrides=[f"{TAU}0.07930420320523977"],
+                        final={"score": 0.5})
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    assert [(g.row, g.column) for g in groups] == [
+        ("toy", "dcl tau_plus=0.0793042"),
+        ("toy", "dcl tau_plus=0.07930420320523977"),
+        ("toy2", "dcl tau_plus=0.07930420320523977"),  # the same key is shown exactly in every row
+    ]
+    row = next(line for line in rt.markdown(groups).splitlines() if line.startswith("| toy | score"))
+    assert row == ("| toy | score (↑) | **0.9150 ± 0.0071 [0.8515, 0.9785]** | 0.5150 ± 0.0071 [0.4515, 0.5785] | "
+                   "dcl tau_plus=0.0793042 |")
