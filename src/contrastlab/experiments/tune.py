@@ -10,7 +10,8 @@
   ``metrics.jsonl`` (what the plugin logs through ``Run.log`` at each evaluation) every ``poll`` seconds and
   reports each new point to Optuna with ``trial.report(value, step)``; when the pruner (``median``: Optuna's
   ``MedianPruner`` with 5 start-up trials) says so, the process is stopped and the trial is ``PRUNED``. The
-  other seeds run only for trials that survived. On the Ray backend trials are not pruned (the runs may be on
+  other seeds run only for trials that survived (a one-seed trial whose run has finished is not pruned: its value
+  is known). On the Ray backend trials are not pruned (the runs may be on
   other machines).
 * **Storage and resume.** The study lives in ``--storage`` (default ``sqlite:///OUT/study.db``; any SQLAlchemy
   URL Optuna accepts), named ``--study`` (default: ``<plugin>-<loss>``). A repeated command (or a worker on
@@ -235,7 +236,10 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
         raise KeyboardInterrupt  # Ctrl-C reached the run (the terminal signals the whole process group)
     if proc.returncode != 0 or runner.run_state(run_dir) != "completed":
         raise TrialFailedError(runner.last_error_line(log), log)
-    if prune and report():
+    # the points logged since the last read still count for later trials' medians; but a finished run is pruned
+    # only when the trial has more seeds to run (pruning saves them): a one-seed trial has its objective already,
+    # and pruning it then threw that away (with --prune-on, even the trial with the best objective)
+    if prune and report() and len(spec.seeds) > 1:
         raise optuna.TrialPruned(f"pruned at step {max(reported)}")
     if prune and spec.pruner != "none" and not reported and not spec.warned:
         spec.warned = True
