@@ -418,3 +418,21 @@ def test_values_equal_to_four_digits_are_two_columns_not_one(tmp_path):
     row = next(line for line in rt.markdown(groups).splitlines() if line.startswith("| toy | score"))
     assert row == ("| toy | score (↑) | **0.9150 ± 0.0071 [0.8515, 0.9785]** | 0.5150 ± 0.0071 [0.4515, 0.5785] | "
                    "dcl tau_plus=0.0793042 |")
+
+
+def test_no_aggregate_winner_when_seeds_per_task_differ(tmp_path):
+    """dcl equals infonce in both tasks but lost two seeds of the low-scoring one: pooled, its IQM rose by 150 and
+    the aggregate named it the separated best."""
+    rows = {"cheetah": {"infonce": [300, 301, 302], "dcl": [300]},
+            "walker": {"infonce": [600, 601, 602], "dcl": [600, 601, 602]}}
+    for task, cols in rows.items():
+        for loss, vals in cols.items():
+            for seed, v in enumerate(vals, start=1):
+                write_synthetic_run(tmp_path, loss=loss, seed=seed, overrides=[f"--set env.task={task}"],
+                                    final={"score": float(v)})
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    md = rt.markdown(groups)
+    aggregate = md[md.index("## Aggregate over 2 tasks") :]
+    assert "**dcl**" not in aggregate
+    assert ("Best IQM: not judged: the configurations have different numbers of seeds per task (dcl: 1, 3; "
+            "infonce: 3, 3),") in aggregate

@@ -171,6 +171,10 @@ def _aggregate_lines(groups: Sequence[Group]) -> list[str]:
         rows = {g.row for gs in cols.values() for g in gs}
         est = {c: (aggregate_intervals(gs, "iqm"), aggregate_intervals(gs, "mean")) for c, gs in cols.items()}
         verdict = judge([(c, *e[0]) for c, e in est.items()], higher)
+        seeds = {c: [len(g.values()) for g in gs] for c, gs in cols.items()}
+        unequal = len({tuple(n) for n in seeds.values()}) > 1  # pooled scores weight each task by its seeds
+        if unequal:
+            verdict = Verdict(None, ())
         lines += [
             "",
             f"## Aggregate over {len(rows)} tasks: {metric}",
@@ -186,7 +190,16 @@ def _aggregate_lines(groups: Sequence[Group]) -> list[str]:
             runs = sum(len(g.values()) for g in cols[c])
             name = f"**{c}**" if verdict.winner == c else c
             lines.append(f"| {name} | {runs} | {fmt_interval(*iqm_est)} | {fmt_interval(*mean_est)} |")
-        lines += ["", f"Best IQM: {verdict.text}."]
+        if unequal:
+            shown = "; ".join(f"{c}: {', '.join(map(str, n))}" for c, n in seeds.items())
+            lines += [
+                "",
+                f"Best IQM: not judged: the configurations have different numbers of seeds per task ({shown}),",
+                "and pooled scores weight each task by its seeds, so a missing seed in a low-scoring task",
+                "raises a configuration's aggregate.",
+            ]
+        else:
+            lines += ["", f"Best IQM: {verdict.text}."]
         missing = sorted({g.column for g in groups if g.primary == metric} - set(cols))
         if missing:
             lines.append(f"Not aggregated (missing or failed in some task): {', '.join(missing)}.")
