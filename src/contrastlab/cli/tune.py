@@ -167,8 +167,11 @@ def add_tune_commands(app: typer.Typer) -> None:
             print_commands(
                 "Train the best config:", shell_command("platform", "train", "--plugin", task.name, "--config", best)
             )
+        elif tn.best_trial(the_study) is not None:  # its runs are on the machine of another worker of --storage
+            say(f"{'best.json':15s} {out_dir / 'best.json'} (best.yaml: the best trial's runs are not on this "
+                f"machine: {tn.best_trial(the_study).user_attrs.get('dir', '?')})")
         if gave_up is not None:
             raise gave_up
-        if best is None:
+        if tn.best_trial(the_study) is None:
             err_console.print("no trial completed; see trials.md and the logs under trials/", soft_wrap=True)
             raise typer.Exit(1)

@@ -356,10 +356,12 @@ def best_trial(study: Any) -> Any | None:
 
 
 def write_best(study: Any, spec: TuneSpec) -> Path | None:
-    """``OUT/best.yaml``: the resolved ``config.yaml`` of the best trial's first run (accepted by
-    ``platform train --config``), with a comment naming the trial and its value; and ``OUT/best.json`` (what
-    ``platform compare --tuned`` reads). Both describe what that trial trained with: its own recorded setup, else
-    the study's, else (a trial from before setups were recorded) this command's."""
+    """``OUT/best.json`` (what ``platform compare --tuned`` reads) and ``OUT/best.yaml``: the resolved
+    ``config.yaml`` of the best trial's first run (accepted by ``platform train --config``), with a comment naming
+    the trial and its value. Both describe what that trial trained with: its own recorded setup, else the study's,
+    else (a trial from before setups were recorded) this command's. Returns ``best.yaml``, or ``None`` without a
+    COMPLETE trial, or when the best trial's runs are not on this machine (a worker of a shared ``--storage`` on
+    another one): ``best.json`` is written then too, and an older ``best.yaml`` is removed."""
     import json
 
     out = spec.out
@@ -368,12 +370,14 @@ def write_best(study: Any, spec: TuneSpec) -> Path | None:
         return None
     dirs: Sequence[str] = best.user_attrs.get("run_dirs") or []
     source = runner.RunDir(Path(dirs[0])).config_yaml if dirs else None
+    path: Path | None = None
     if source is None or not source.is_file():
-        return None
-    shown = ", ".join(f"{k}={display_value(str(v))}" for k, v in best.params.items())
-    head = f"# best trial {best.number}: value {best.value:.6g}; params {shown}\n"
-    path = out / "best.yaml"
-    path.write_text(head + source.read_text())
+        (out / "best.yaml").unlink(missing_ok=True)  # it describes an earlier best trial
+    else:
+        shown = ", ".join(f"{k}={display_value(str(v))}" for k, v in best.params.items())
+        head = f"# best trial {best.number}: value {best.value:.6g}; params {shown}\n"
+        path = out / "best.yaml"
+        path.write_text(head + source.read_text())
     setup = best.user_attrs.get(SETUP_ATTR) or study.user_attrs.get(SETUP_ATTR) or setup_record(spec)
     record = {
         "plugin": setup["plugin"],
