@@ -43,6 +43,8 @@ BASE = ["compare", "--plugin", "toy", "--loss", "toy_plain,toy_debiased", "--pre
         (["--runs-per-gpu", "2"], "--runs-per-gpu needs --devices"),
         (["--seed-list", "2,-1"], "seed -1: Input should be greater than or equal to 0"),  # every run started, failed
         (["--seed-list", str(2**32)], f"seed {2**32}: Input should be less than"),
+        # Ray refuses 1.5 GPUs only at the first submission (a ValueError traceback); checked before connecting
+        (["--backend", "ray", "--gpus-per-run", "1.5"], "--gpus-per-run 1.5: above 1 it must be a whole number"),
     ],
 )
 def test_bad_input_fails_before_anything_runs(toy_pm, tmp_path, extra, message):

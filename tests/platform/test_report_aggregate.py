@@ -382,3 +382,57 @@ def test_a_completed_run_whose_summary_is_unreadable_says_why(tmp_path):
     record = rs.load_run(run_dir)
     assert record.status == "incomplete"
     assert record.error == "run.json says completed, but summary.json is missing or unreadable", record.error
+
+
+def test_a_multi_line_error_with_a_pipe_stays_in_its_table_cell(tmp_path):
+    """A failed run's error (torch's state_dict errors span lines) must not break the rows of results.md."""
+    write_synthetic_run(tmp_path, loss="infonce", seed=1, final={"score": 0.5})
+    error = "RuntimeError: Error(s) in loading state_dict:\n\tMissing key(s): a|b"
+    write_synthetic_run(tmp_path, loss="dcl", seed=1, status="failed", error=error)
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    lines = rt.markdown(groups).splitlines()
+    table = lines[lines.index("| task | metric | dcl | infonce | best |") :]
+    assert table[2].startswith("| toy | score (↑) | failed: RuntimeError: Error(s) in loading state_dict: Missing")
+    assert table[2].endswith("| 0.5000 (n=1) | – |")
+    failure = next(line for line in lines if line.startswith("| toy | dcl | 1 | failed |"))
+    assert "state_dict: Missing key(s): a\\|b |" in failure
+    assert failure.endswith("base-s1 |") and failure.count(" | ") == 5
+
+
+def test_values_equal_to_four_digits_are_two_columns_not_one(tmp_path):
+    """Two τ+ sampled by tune that round to the same 4 digits: each keeps its own column, and the bold cell is the
+    winner's (one label for both showed the loser's numbers under the winner's verdict)."""
+    for seed in (1, 2):
+        write_synthetic_run(tmp_path, loss="dcl", seed=seed, overrides=[f"{TAU}0.07930420320523977"],
+                            final={"score": 0.5 + seed / 100})
+        write_synthetic_run(tmp_path, loss="dcl", seed=seed, overrides=[f"{TAU}0.0793042"],
+                            final={"score": 0.9 + seed / 100})
+    write_synthetic_run(tmp_path, plugin="toy2", loss="dcl", overrides=[f"{TAU}0.07930420320523977"],
+                        final={"score": 0.5})
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    assert [(g.row, g.column) for g in groups] == [
+        ("toy", "dcl tau_plus=0.0793042"),
+        ("toy", "dcl tau_plus=0.07930420320523977"),
+        ("toy2", "dcl tau_plus=0.07930420320523977"),  # the same key is shown exactly in every row
+    ]
+    row = next(line for line in rt.markdown(groups).splitlines() if line.startswith("| toy | score"))
+    assert row == ("| toy | score (↑) | **0.9150 ± 0.0071 [0.8515, 0.9785]** | 0.5150 ± 0.0071 [0.4515, 0.5785] | "
+                   "dcl tau_plus=0.0793042 |")
+
+
+def test_no_aggregate_winner_when_seeds_per_task_differ(tmp_path):
+    """dcl equals infonce in both tasks but lost two seeds of the low-scoring one: pooled, its IQM rose by 150 and
+    the aggregate named it the separated best."""
+    rows = {"cheetah": {"infonce": [300, 301, 302], "dcl": [300]},
+            "walker": {"infonce": [600, 601, 602], "dcl": [600, 601, 602]}}
+    for task, cols in rows.items():
+        for loss, vals in cols.items():
+            for seed, v in enumerate(vals, start=1):
+                write_synthetic_run(tmp_path, loss=loss, seed=seed, overrides=[f"--set env.task={task}"],
+                                    final={"score": float(v)})
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    md = rt.markdown(groups)
+    aggregate = md[md.index("## Aggregate over 2 tasks") :]
+    assert "**dcl**" not in aggregate
+    assert ("Best IQM: not judged: the configurations have different numbers of seeds per task (dcl: 1, 3; "
+            "infonce: 3, 3),") in aggregate

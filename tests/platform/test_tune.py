@@ -271,3 +271,34 @@ def test_a_trial_records_its_driver_before_anything_else(tmp_path):
     with pytest.raises(StopError) as info:
         tn.objective(spec, FakeTrial())
     assert info.value.args[0] == {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+@pytest.mark.parametrize("seeds", [[1], [1, 2]])
+def test_a_run_that_finished_is_pruned_only_when_the_trial_has_more_seeds(tmp_path, monkeypatch, seeds):
+    """A run that ends between two reads of its curve: below the median, a one-seed trial still completes with its
+    value (pruning it lost a result already paid for); a trial with more seeds is pruned, so they do not run."""
+    from types import SimpleNamespace
+
+    from contrastlab.experiments import runner
+    from contrastlab.experiments import tune as tn
+
+    script = tmp_path / "fake_train.py"
+    script.write_text(fake_train(3, 0.0))
+    monkeypatch.setattr(runner, "platform_base_command", lambda: [sys.executable, str(script)])
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.MedianPruner(n_startup_trials=1))
+    earlier = study.ask()
+    for step in range(3):
+        earlier.report(1.0, step)
+    study.tell(earlier, 1.0)
+    plugin = SimpleNamespace(name="fake", primary_metric="eval/score", higher_is_better=True)
+    spec = tn.TuneSpec(plugin, "dcl", "smoke", [], [tn.parse_search("loss.tau_plus=uniform(0.01,0.3)")], seeds,
+                       tmp_path)
+    spec.poll = 5.0  # the run ends before the driver reads its curve again
+    trial = study.ask()
+    point = spec.points({"loss.tau_plus": "0.1"})[0]
+    if len(seeds) == 1:
+        assert tn.train_locally(spec, point, tmp_path / "t", trial, prune=True) == 0.1
+    else:
+        with pytest.raises(optuna.TrialPruned):
+            tn.train_locally(spec, point, tmp_path / "t", trial, prune=True)
+    assert trial.storage.get_trial(trial._trial_id).intermediate_values == {0: 0.1, 1: 0.1, 2: 0.1}

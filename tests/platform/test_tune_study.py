@@ -428,3 +428,20 @@ def test_commands_starting_together_on_a_new_storage_all_open_the_study(tmp_path
     assert [p.returncode for p in procs] == [0] * 4, outputs
     study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'study.db'}")
     assert study.user_attrs["setup"]["preset"] == "smoke"
+
+
+def test_a_best_trial_run_by_another_worker_still_gets_best_json(tmp_path):
+    """Workers on several machines share --storage: the best trial's runs lie on another machine. best.json (all
+    compare --tuned needs) was not written, and the worker said "no trial completed" with exit code 1."""
+    from contrastlab.experiments import tune as tn
+
+    spec = fake_spec(tmp_path)
+    study = tn.open_study(spec, "sqlite://", "s", "none")
+    (tmp_path / "best.yaml").write_text("# an earlier best trial\n")
+    trial = study.ask({"loss.tau_plus": optuna.distributions.FloatDistribution(0.01, 0.3)})
+    trial.set_user_attr("run_dirs", ["/elsewhere/trials/0007/runs/recsys/dcl/x-s1"])
+    trial.set_user_attr("values", {"loss.tau_plus": "0.123"})
+    study.tell(trial, 0.5)
+    assert tn.write_best(study, spec) is None
+    assert json.loads((tmp_path / "best.json").read_text())["params"] == {"loss.tau_plus": "0.123"}
+    assert not (tmp_path / "best.yaml").exists()  # it named a trial that is no longer the best

@@ -183,6 +183,8 @@ def check_backend(
         raise ConfigError("--jobs/--devices are for --backend local; with ray use --cpus-per-run/--gpus-per-run")
     if cpus < 0 or gpus < 0 or cpus + gpus <= 0:
         raise ConfigError(f"--cpus-per-run {cpus:g} --gpus-per-run {gpus:g}: must be ≥ 0 and not both 0")
+    if gpus > 1 and not float(gpus).is_integer():  # Ray refuses it at the first submission, with a traceback
+        raise ConfigError(f"--gpus-per-run {gpus:g}: above 1 it must be a whole number of GPUs (Ray's rule)")
     if retries < 0:
         raise ConfigError(f"--max-retries {retries}: must be ≥ 0")
     from contrastlab.experiments.ray_cluster import check_address, connect_checked, import_ray

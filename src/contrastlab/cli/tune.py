@@ -32,7 +32,7 @@ HELP = {
     "step; 5 start-up trials) or none. Local backend only: on Ray trials are not pruned.",
     "prune_on": "Metric tag whose curve the pruner watches (default: the primary metric), e.g. --prune-on "
     "eval/knn_top1 for simclr, whose primary eval/linear_top1 is only measured at the end of a run. A tag the "
-    "plugin does not log is refused.",
+    "plugin does not log is refused. It is read in the objective's direction (not a loss curve).",
     "device": "--device of every run, e.g. cuda:0 (default: the config's); a CUDA device this machine lacks is "
     "refused before anything runs (local backend).",
     "parallel": "Trials at a time in this worker (default: 1; useful with --backend ray).",
@@ -167,8 +167,11 @@ def add_tune_commands(app: typer.Typer) -> None:
             print_commands(
                 "Train the best config:", shell_command("platform", "train", "--plugin", task.name, "--config", best)
             )
+        elif tn.best_trial(the_study) is not None:  # its runs are on the machine of another worker of --storage
+            say(f"{'best.json':15s} {out_dir / 'best.json'} (best.yaml: the best trial's runs are not on this "
+                f"machine: {tn.best_trial(the_study).user_attrs.get('dir', '?')})")
         if gave_up is not None:
             raise gave_up
-        if best is None:
+        if tn.best_trial(the_study) is None:
             err_console.print("no trial completed; see trials.md and the logs under trials/", soft_wrap=True)
             raise typer.Exit(1)

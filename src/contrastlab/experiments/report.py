@@ -3,8 +3,8 @@
 Outputs (written to ``OUT``; runs loaded by :mod:`.results`, tables in :mod:`.tables`, plots in :mod:`.plots`):
 
 * ``results.csv``: one row per run (status, error, every final metric);
-* ``summary.csv``: one row per configuration: mean, std, 95 % bootstrap interval, IQM and its interval, verdict;
-* ``results.md``: per task, mean ± std [95 % bootstrap CI] over seeds of the primary metric in the shape of DCL
+* ``summary.csv``: one row per configuration: mean, std, 95 % Student-t interval, IQM and its interval, verdict;
+* ``results.md``: per task, mean ± std [95 % Student-t CI] over seeds of the primary metric in the shape of DCL
   Table 3 (tasks as rows, losses/τ+ as columns), the best in bold only where its interval excludes the others'
   (else "tie"); then per-task IQM, the aggregate over tasks (IQM with a stratified bootstrap, as rliable), all
   final metrics and the failures;

@@ -214,19 +214,29 @@ def group_runs(records: Sequence[RunRecord], rows: Sequence[str] | None = None) 
     presets_vary = len({rec.preset for rec in records}) > 1
     row_keys = list(rows) if rows is not None else [k for k in varying if not k.startswith("loss.")]
     col_keys = [k for k in varying if k not in row_keys]
-    groups = []
-    for recs in by_ident.values():
-        first = recs[0]
+    exact: set[str] = set()  # keys shown with their exact text
+
+    def shown(key: str, value: str) -> str:
+        return value if key in exact else display_value(value)
+
+    def labels(first: RunRecord) -> tuple[str, str]:
         ov = first.overrides
         row = _label(
             [
                 first.plugin,
                 f"preset={first.preset}" if presets_vary else "",
-                *(f"{k}={display_value(ov[k])}" for k in row_keys if k in ov),
+                *(f"{k}={shown(k, ov[k])}" for k in row_keys if k in ov),
             ]
         )
-        col = _label([first.loss, *(f"{k.removeprefix('loss.')}={display_value(ov[k])}" for k in col_keys if k in ov)])
-        groups.append(Group(row, col, sorted(recs, key=lambda r: r.seed)))
+        return row, _label([first.loss, *(f"{k.removeprefix('loss.')}={shown(k, ov[k])}" for k in col_keys if k in ov)])
+
+    # values that differ only past 4 significant digits (e.g. two sampled by `platform tune`) are shown exactly, in
+    # every label: two configurations under one label shared a table cell, one shown under the other's verdict
+    short = [labels(recs[0]) for recs in by_ident.values()]
+    if len(set(short)) < len(short):
+        exact.update(k for k in keys if any(display_value(rec.overrides.get(k, "")) != rec.overrides.get(k, "")
+                                            for rec in records))
+    groups = [Group(*labels(recs[0]), sorted(recs, key=lambda r: r.seed)) for recs in by_ident.values()]
     return sorted(groups, key=lambda g: (natural_key(g.row), natural_key(g.column)))
 
 

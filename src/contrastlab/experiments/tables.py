@@ -104,6 +104,12 @@ def fmt_interval(estimate: float, lo: float, hi: float, dec: int | None = None) 
     return f"{estimate:.{dec}f} [{lo:.{dec}f}, {hi:.{dec}f}]"
 
 
+def md_cell(text: object) -> str:
+    """``text`` as one Markdown table cell: line breaks and runs of whitespace become one space and ``|`` is
+    escaped (a multi-line error, e.g. torch's ``Error(s) in loading state_dict``, broke the table's rows)."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
 def _failed_text(g: Group) -> str:
     if all(r.status == "interrupted" for r in g.runs):  # stopped, not broken: `--resume` (or compare again) goes on
         return "interrupted (resumable)"
@@ -113,7 +119,7 @@ def _failed_text(g: Group) -> str:
     done = sum(r.status == "completed" for r in g.runs)
     if err is None and done:  # completed, but the metric diverged (NaN) or is missing from summary.json
         err = f"no finite {g.primary or 'primary metric'} in {done} completed run{'s' * (done != 1)}"
-    return f"failed: {str(err or next(iter({r.status for r in g.runs}), '?'))[:60]}"
+    return f"failed: {md_cell(str(err or next(iter({r.status for r in g.runs}), '?'))[:60])}"
 
 
 def main_cell(g: Group, winner: bool) -> str:
@@ -165,6 +171,10 @@ def _aggregate_lines(groups: Sequence[Group]) -> list[str]:
         rows = {g.row for gs in cols.values() for g in gs}
         est = {c: (aggregate_intervals(gs, "iqm"), aggregate_intervals(gs, "mean")) for c, gs in cols.items()}
         verdict = judge([(c, *e[0]) for c, e in est.items()], higher)
+        seeds = {c: [len(g.values()) for g in gs] for c, gs in cols.items()}
+        unequal = len({tuple(n) for n in seeds.values()}) > 1  # pooled scores weight each task by its seeds
+        if unequal:
+            verdict = Verdict(None, ())
         lines += [
             "",
             f"## Aggregate over {len(rows)} tasks: {metric}",
@@ -180,7 +190,16 @@ def _aggregate_lines(groups: Sequence[Group]) -> list[str]:
             runs = sum(len(g.values()) for g in cols[c])
             name = f"**{c}**" if verdict.winner == c else c
             lines.append(f"| {name} | {runs} | {fmt_interval(*iqm_est)} | {fmt_interval(*mean_est)} |")
-        lines += ["", f"Best IQM: {verdict.text}."]
+        if unequal:
+            shown = "; ".join(f"{c}: {', '.join(map(str, n))}" for c, n in seeds.items())
+            lines += [
+                "",
+                f"Best IQM: not judged: the configurations have different numbers of seeds per task ({shown}),",
+                "and pooled scores weight each task by its seeds, so a missing seed in a low-scoring task",
+                "raises a configuration's aggregate.",
+            ]
+        else:
+            lines += ["", f"Best IQM: {verdict.text}."]
         missing = sorted({g.column for g in groups if g.primary == metric} - set(cols))
         if missing:
             lines.append(f"Not aggregated (missing or failed in some task): {', '.join(missing)}.")
@@ -261,8 +280,8 @@ def _failure_lines(groups: Sequence[Group]) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for g, r in failed:
-        err = (r.error or "").replace("|", "\\|")
-        out.append(f"| {g.row} | {g.column} | {r.seed} | {r.status} | {err} | {r.run_dir} |")
+        cells = (g.row, g.column, r.seed, r.status, r.error or "", r.run_dir)
+        out.append("| " + " | ".join(md_cell(c) for c in cells) + " |")
     return out
 
 

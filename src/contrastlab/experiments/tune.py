@@ -10,7 +10,8 @@
   ``metrics.jsonl`` (what the plugin logs through ``Run.log`` at each evaluation) every ``poll`` seconds and
   reports each new point to Optuna with ``trial.report(value, step)``; when the pruner (``median``: Optuna's
   ``MedianPruner`` with 5 start-up trials) says so, the process is stopped and the trial is ``PRUNED``. The
-  other seeds run only for trials that survived. On the Ray backend trials are not pruned (the runs may be on
+  other seeds run only for trials that survived (a one-seed trial whose run has finished is not pruned: its value
+  is known). On the Ray backend trials are not pruned (the runs may be on
   other machines).
 * **Storage and resume.** The study lives in ``--storage`` (default ``sqlite:///OUT/study.db``; any SQLAlchemy
   URL Optuna accepts), named ``--study`` (default: ``<plugin>-<loss>``). A repeated command (or a worker on
@@ -235,7 +236,10 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
         raise KeyboardInterrupt  # Ctrl-C reached the run (the terminal signals the whole process group)
     if proc.returncode != 0 or runner.run_state(run_dir) != "completed":
         raise TrialFailedError(runner.last_error_line(log), log)
-    if prune and report():
+    # the points logged since the last read still count for later trials' medians; but a finished run is pruned
+    # only when the trial has more seeds to run (pruning saves them): a one-seed trial has its objective already,
+    # and pruning it then threw that away (with --prune-on, even the trial with the best objective)
+    if prune and report() and len(spec.seeds) > 1:
         raise optuna.TrialPruned(f"pruned at step {max(reported)}")
     if prune and spec.pruner != "none" and not reported and not spec.warned:
         spec.warned = True
@@ -352,10 +356,12 @@ def best_trial(study: Any) -> Any | None:
 
 
 def write_best(study: Any, spec: TuneSpec) -> Path | None:
-    """``OUT/best.yaml``: the resolved ``config.yaml`` of the best trial's first run (accepted by
-    ``platform train --config``), with a comment naming the trial and its value; and ``OUT/best.json`` (what
-    ``platform compare --tuned`` reads). Both describe what that trial trained with: its own recorded setup, else
-    the study's, else (a trial from before setups were recorded) this command's."""
+    """``OUT/best.json`` (what ``platform compare --tuned`` reads) and ``OUT/best.yaml``: the resolved
+    ``config.yaml`` of the best trial's first run (accepted by ``platform train --config``), with a comment naming
+    the trial and its value. Both describe what that trial trained with: its own recorded setup, else the study's,
+    else (a trial from before setups were recorded) this command's. Returns ``best.yaml``, or ``None`` without a
+    COMPLETE trial, or when the best trial's runs are not on this machine (a worker of a shared ``--storage`` on
+    another one): ``best.json`` is written then too, and an older ``best.yaml`` is removed."""
     import json
 
     out = spec.out
@@ -364,12 +370,14 @@ def write_best(study: Any, spec: TuneSpec) -> Path | None:
         return None
     dirs: Sequence[str] = best.user_attrs.get("run_dirs") or []
     source = runner.RunDir(Path(dirs[0])).config_yaml if dirs else None
+    path: Path | None = None
     if source is None or not source.is_file():
-        return None
-    shown = ", ".join(f"{k}={display_value(str(v))}" for k, v in best.params.items())
-    head = f"# best trial {best.number}: value {best.value:.6g}; params {shown}\n"
-    path = out / "best.yaml"
-    path.write_text(head + source.read_text())
+        (out / "best.yaml").unlink(missing_ok=True)  # it describes an earlier best trial
+    else:
+        shown = ", ".join(f"{k}={display_value(str(v))}" for k, v in best.params.items())
+        head = f"# best trial {best.number}: value {best.value:.6g}; params {shown}\n"
+        path = out / "best.yaml"
+        path.write_text(head + source.read_text())
     setup = best.user_attrs.get(SETUP_ATTR) or study.user_attrs.get(SETUP_ATTR) or setup_record(spec)
     record = {
         "plugin": setup["plugin"],
