@@ -71,6 +71,8 @@ HELP = {
     "output folder; required otherwise).",
     "curve": "Metric tag to plot as the learning curve, e.g. --curve eval/knn_top1 "
     "(default: the plugin's primary metric).",
+    "baseline": "Configuration label the paired comparison of results.md subtracts, seed by seed, e.g. "
+    "--baseline 'dcl tau_plus=0.1' (default: each task's infonce configuration).",
 }
 """Help text of every option (each with an example)."""
 
@@ -147,8 +149,10 @@ def row_keys(rows: str | None) -> list[str]:
 
 
 def print_results(out: Path) -> None:
-    """Echo the first table of ``results.md`` and where every output is."""
-    text = (out / "results.md").read_text().split("\n## ")[0]
+    """Echo the main table of ``results.md``, its paired comparison against the baseline, and where every output is."""
+    sections = (out / "results.md").read_text().split("\n## ")
+    paired = [s for s in sections[1:] if s.startswith("Against the baseline")]  # the answer to "does it help?"
+    text = "\n## ".join([sections[0], *paired]).rstrip("\n")
     console.print(text, markup=False, highlight=False, soft_wrap=True)
     for name in ("results.csv", "summary.csv", "results.md", "curves.png", "aggregate.png", "final.png"):
         say(f"{name:13s} {out / name}")
@@ -347,6 +351,7 @@ def add_compare_commands(app: typer.Typer) -> None:
         out: Annotated[Path | None, typer.Option(help=HELP["report_out"])] = None,
         rows: Annotated[str | None, typer.Option(help=HELP["rows"])] = None,
         curve: Annotated[str | None, typer.Option(help=HELP["curve"])] = None,
+        baseline: Annotated[str | None, typer.Option(help=HELP["baseline"])] = None,
     ) -> None:
         """Rebuild results.csv, summary.csv, results.md, curves.png, aggregate.png, final.png and the TensorBoard
         logdir from run dirs (see docs/compare.md, "platform report").
@@ -361,6 +366,6 @@ def add_compare_commands(app: typer.Typer) -> None:
 
         out_dir = report_home(dirs, out)
         check_writable_dir(out_dir, "--out" if out is not None else "output directory (DIR; see --out)")
-        build_report(dirs, out_dir, rows=row_keys(rows) or recorded_rows(dirs), curve=curve,
+        build_report(dirs, out_dir, rows=row_keys(rows) or recorded_rows(dirs), curve=curve, baseline=baseline,
                      note=lambda text: say(f"note: {text}", stderr=True))
         print_results(out_dir)

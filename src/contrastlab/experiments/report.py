@@ -6,8 +6,9 @@ Outputs (written to ``OUT``; runs loaded by :mod:`.results`, tables in :mod:`.ta
 * ``summary.csv``: one row per configuration: mean, std, 95 % Student-t interval, IQM and its interval, verdict;
 * ``results.md``: per task, mean ± std [95 % Student-t CI] over seeds of the primary metric in the shape of DCL
   Table 3 (tasks as rows, losses/τ+ as columns), the best in bold only where its interval excludes the others'
-  (else "tie"); then per-task IQM, the aggregate over tasks (IQM with a stratified bootstrap, as rliable), all
-  final metrics and the failures;
+  (else "tie"); then each configuration against the task's baseline (``infonce`` or ``--baseline``), paired by
+  seed with Holm's correction (:mod:`.paired`); then per-task IQM, the aggregate over tasks (IQM with a
+  stratified bootstrap, as rliable), all final metrics and the failures;
 * ``curves.png``: learning curve of the primary metric, mean ± std band per configuration;
 * ``aggregate.png``: IQM over tasks × seeds of the primary metric's curve, with its 95 % stratified bootstrap band;
 * ``final.png``: final primary metric per configuration (bar = mean, whisker = 95 % CI, dots = seeds);
@@ -30,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from contrastlab.experiments.paired import check_baseline, paired_lines
 from contrastlab.experiments.plots import curve_tags, plot_aggregate, plot_curves, plot_final
 from contrastlab.experiments.results import Group, RunRecord, find_run_dirs, group_runs, load_curves, load_run
 from contrastlab.experiments.tables import markdown, write_csv, write_summary_csv
@@ -170,19 +172,21 @@ def collect_runs(paths: Iterable[Path | str], note: Callable[[str], None] = lamb
 
 def build_report(
     paths: Iterable[Path | str], out: Path | str, *, rows: Sequence[str] | None = None, curve: str | None = None,
-    note: Callable[[str], None] = lambda _: None,
+    note: Callable[[str], None] = lambda _: None, baseline: str | None = None,
 ) -> dict[str, Path]:
     """Collect the runs under ``paths`` (:func:`collect_runs`) and write every output to ``out``; returns
-    ``{name: path}``. ``rows`` keys that are not overrides are read from each run's ``config.yaml``."""
+    ``{name: path}``. ``rows`` keys that are not overrides are read from each run's ``config.yaml``; ``baseline``:
+    the configuration label the paired comparison differences against (default: each task's ``infonce``)."""
     records = collect_runs(paths, note)
     dirs = [r.run_dir for r in records]
     add_row_keys(records, rows or ())
     _check_keys_exist(records, dirs, rows, curve)
     groups = group_runs(records, rows=rows)
+    check_baseline(groups, baseline)
     tags = curve_tags(groups, tag=curve)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.md").write_text(markdown(groups, curve_tags=tags))
+    (out / "results.md").write_text(markdown(groups, curve_tags=tags, after_main=paired_lines(groups, baseline)))
     return {
         "results.csv": write_csv(groups, out / "results.csv"),
         "summary.csv": write_summary_csv(groups, out / "summary.csv"),

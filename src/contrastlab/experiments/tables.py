@@ -207,8 +207,10 @@ def _aggregate_lines(groups: Sequence[Group]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------- markdown
-def markdown(groups: Sequence[Group], curve_tags: Mapping[str, str | None] | None = None) -> str:
-    """The text of ``results.md`` (see the module docstring); ``curve_tags``: the tag plotted per task."""
+def markdown(groups: Sequence[Group], curve_tags: Mapping[str, str | None] | None = None,
+             after_main: Sequence[str] = ()) -> str:
+    """The text of ``results.md`` (see the module docstring); ``curve_tags``: the tag plotted per task;
+    ``after_main``: lines placed right after the main table (the paired comparison, :mod:`.paired`)."""
     judged = verdicts(groups)
     rows = list(dict.fromkeys(g.row for g in groups))
     cols = list(dict.fromkeys(g.column for g in groups))
@@ -231,6 +233,7 @@ def markdown(groups: Sequence[Group], curve_tags: Mapping[str, str | None] | Non
         cells = [main_cell(cell[(r, c)], v.winner == c) if (r, c) in cell else "" for c in cols]
         metric = f"{anyg.primary} ({arrow[anyg.higher_is_better]})"
         out.append(f"| {r} | {metric} | " + " | ".join(cells) + f" | {v.text} |")
+    out += list(after_main)
     out += [
         "",
         "## Per-task IQM",

@@ -1,0 +1,116 @@
+"""The paired comparison of results.md: each configuration minus the baseline seed by seed, Holm per task."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+from test_compare_support import write_synthetic_run
+
+from contrastlab.experiments import paired as pr
+from contrastlab.experiments import report as rp
+from contrastlab.experiments import results as rs
+from contrastlab.platform.errors import ConfigError
+from contrastlab.testing import run_cli
+
+TAU = "--set loss.tau_plus="
+
+
+def groups_of(root) -> list[rs.Group]:
+    return rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([root])])
+
+
+def write(root, loss: str, values: list[float], tau: float | None = None, seeds=None) -> None:
+    for seed, value in zip(seeds or range(1, len(values) + 1), values, strict=True):
+        write_synthetic_run(root, loss=loss, seed=seed, overrides=[f"{TAU}{tau}"] if tau is not None else [],
+                            final={"score": value})
+
+
+def test_p_value_and_interval_are_scipys_paired_t_test() -> None:
+    base, other = np.array([0.61, 0.70, 0.82, 0.55, 0.74]), np.array([0.64, 0.71, 0.86, 0.60, 0.73])
+    assert pr.paired_p_value(other - base) == pytest.approx(scipy_stats.ttest_rel(other, base).pvalue, rel=1e-9)
+    assert math.isnan(pr.paired_p_value([0.1]))
+    assert pr.paired_p_value([0.02, 0.02, 0.02]) == 0.0 and pr.paired_p_value([0.0, 0.0]) == 1.0
+
+
+def test_holm_steps_down_and_stops_at_the_first_kept_hypothesis() -> None:
+    # sorted: 0.01 <= 0.05/3 rejected; 0.03 > 0.05/2 kept, so 0.04 is kept too although it is below 0.05
+    assert pr.holm_rejections([0.04, 0.01, 0.03]) == [False, True, False]
+    assert pr.holm_rejections([0.01, 0.02, 0.04]) == [True, True, True]  # 0.01<=.0167, 0.02<=.025, 0.04<=.05
+    assert pr.holm_rejections([math.nan, 0.03]) == [False, True]  # an untestable pair does not count in m
+
+
+def test_a_shared_seed_effect_is_found_where_the_main_tables_intervals_tie(tmp_path) -> None:
+    """dcl is 0.02-0.03 above infonce at every seed, while the seeds themselves spread by 0.2: the main table
+    calls it a tie, the paired test calls it better."""
+    write(tmp_path, "infonce", [0.60, 0.70, 0.80])
+    write(tmp_path, "dcl", [0.62, 0.72, 0.83])
+    groups = groups_of(tmp_path)
+    (pair,) = pr.compare_to_baseline(groups)
+    d = np.array([0.02, 0.02, 0.03])
+    half = scipy_stats.t.ppf(0.975, 2) * d.std(ddof=1) / math.sqrt(3)
+    assert pair.baseline == "infonce" and pair.column == "dcl"
+    assert (pair.mean, pair.low, pair.high) == pytest.approx((d.mean(), d.mean() - half, d.mean() + half))
+    assert pair.verdict == "better" and pair.wins == 3
+    text = (tmp_path / "out" / "results.md")
+    rp.build_report([tmp_path / "runs"], tmp_path / "out")
+    md = text.read_text()
+    assert "tie: " in md.split("## Against the baseline")[0]  # the main table cannot tell them apart
+    assert "| toy | dcl | infonce | +0.0233 [" in md and "| 3/3 seeds | 0.020 | better |" in md
+
+
+def test_worse_no_difference_direction_and_unpaired_seeds(tmp_path) -> None:
+    """Lower-is-better metrics flip the verdict; only seeds both completed are paired; identical runs show no
+    difference."""
+    write(tmp_path, "infonce", [0.60, 0.70, 0.80, 0.5], seeds=[1, 2, 3, 4])
+    write(tmp_path, "dcl", [0.50, 0.61, 0.69])      # 0.1 lower at seeds 1-3; seed 4 missing
+    write(tmp_path, "hcl", [0.60, 0.70, 0.80, 0.5], seeds=[1, 2, 3, 4])
+    groups = groups_of(tmp_path)
+    pairs = {p.column: p for p in pr.compare_to_baseline(groups)}
+    assert len(pairs["dcl"].differences) == 3 and pairs["dcl"].verdict == "worse" and pairs["dcl"].wins == 0
+    assert pairs["hcl"].p_value == 1.0 and pairs["hcl"].verdict == "no difference shown"
+    for g in groups:
+        for run in g.runs:
+            run.higher_is_better = False
+    pairs = {p.column: p for p in pr.compare_to_baseline(groups)}
+    assert pairs["dcl"].verdict == "better" and pairs["dcl"].wins == 3
+
+
+def test_one_seed_has_no_verdict(tmp_path) -> None:
+    write(tmp_path, "infonce", [0.6])
+    write(tmp_path, "dcl", [0.7])
+    (pair,) = pr.compare_to_baseline(groups_of(tmp_path))
+    assert pair.verdict == "–" and math.isnan(pair.low)
+    assert "| +0.1000 (n=1) | 1/1 seeds | – | – |" in "\n".join(pr.paired_lines(groups_of(tmp_path)))
+
+
+def test_the_baseline_is_infonce_unless_named_and_a_wrong_name_is_one_line(tmp_path) -> None:
+    write(tmp_path, "dcl", [0.60, 0.70, 0.80], tau=0.1)
+    write(tmp_path, "dcl", [0.62, 0.72, 0.83], tau=0.05)
+    groups = groups_of(tmp_path)
+    assert pr.compare_to_baseline(groups) == []
+    assert "No comparison: no task has exactly one configuration of loss `infonce`" in "\n".join(
+        pr.paired_lines(groups))
+    (pair,) = pr.compare_to_baseline(groups, baseline="dcl tau_plus=0.1")
+    assert pair.column == "dcl tau_plus=0.05" and pair.verdict == "better"
+    with pytest.raises(ConfigError, match=re.escape("--baseline 'dcl' is not a configuration of this report; "
+                                                    "configurations: 'dcl tau_plus=0.05', 'dcl tau_plus=0.1'")):
+        rp.build_report([tmp_path / "runs"], tmp_path / "out", baseline="dcl")
+    assert not (tmp_path / "out").exists()  # checked before anything is written
+
+
+def test_platform_report_prints_the_paired_comparison_and_takes_baseline(tmp_path) -> None:
+    write(tmp_path, "infonce", [0.60, 0.70, 0.80])
+    write(tmp_path, "dcl", [0.62, 0.72, 0.83])
+    code, out = run_cli(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "out")])
+    assert code == 0, out
+    assert "## Against the baseline, paired by seed" in out and "| toy | dcl | infonce |" in out
+    assert "## Per-task IQM" not in out  # the rest stays in results.md
+    code, out = run_cli(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--baseline", "dcl"])
+    assert code == 0, out
+    assert "| toy | infonce | dcl | -0.0233 [" in out and "| worse |" in out
+    code, out = run_cli(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "o2"), "--baseline", "hcl"])
+    assert code != 0 and "--baseline 'hcl' is not a configuration" in out and "Traceback" not in out
