@@ -114,3 +114,19 @@ def test_platform_report_prints_the_paired_comparison_and_takes_baseline(tmp_pat
     assert "| toy | infonce | dcl | -0.0233 [" in out and "| worse |" in out
     code, out = run_cli(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "o2"), "--baseline", "hcl"])
     assert code != 0 and "--baseline 'hcl' is not a configuration" in out and "Traceback" not in out
+
+
+def test_summary_csv_carries_the_paired_comparison(tmp_path) -> None:
+    import csv
+
+    write(tmp_path, "infonce", [0.60, 0.70, 0.80])
+    write(tmp_path, "dcl", [0.62, 0.72, 0.83])
+    rp.build_report([tmp_path / "runs"], tmp_path / "out")
+    rows = {r["configuration"]: r for r in csv.DictReader((tmp_path / "out" / "summary.csv").open())}
+    dcl, infonce = rows["dcl"], rows["infonce"]
+    assert (dcl["baseline"], dcl["paired_n"], dcl["paired_wins"], dcl["paired_verdict"]) == ("infonce", "3", "3",
+                                                                                             "better")
+    assert float(dcl["paired_diff"]) == pytest.approx(0.07 / 3, rel=1e-5) and float(dcl["paired_p"]) == pytest.approx(
+        scipy_stats.ttest_rel([0.62, 0.72, 0.83], [0.60, 0.70, 0.80]).pvalue, rel=1e-5)
+    assert float(dcl["paired_ci_low"]) < float(dcl["paired_diff"]) < float(dcl["paired_ci_high"])
+    assert all(infonce[k] == "" for k in ("baseline", "paired_n", "paired_diff", "paired_verdict"))

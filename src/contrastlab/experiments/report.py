@@ -3,7 +3,8 @@
 Outputs (written to ``OUT``; runs loaded by :mod:`.results`, tables in :mod:`.tables`, plots in :mod:`.plots`):
 
 * ``results.csv``: one row per run (status, error, every final metric);
-* ``summary.csv``: one row per configuration: mean, std, 95 % Student-t interval, IQM and its interval, verdict;
+* ``summary.csv``: one row per configuration: mean, std, 95 % Student-t interval, IQM and its interval, verdict,
+  and the paired comparison against the baseline;
 * ``results.md``: per task, mean ± std [95 % Student-t CI] over seeds of the primary metric in the shape of DCL
   Table 3 (tasks as rows, losses/τ+ as columns), the best in bold only where its interval excludes the others'
   (else "tie"); then each configuration against the task's baseline (``infonce`` or ``--baseline``), paired by
@@ -189,7 +190,7 @@ def build_report(
     (out / "results.md").write_text(markdown(groups, curve_tags=tags, after_main=paired_lines(groups, baseline)))
     return {
         "results.csv": write_csv(groups, out / "results.csv"),
-        "summary.csv": write_summary_csv(groups, out / "summary.csv"),
+        "summary.csv": write_summary_csv(groups, out / "summary.csv", baseline=baseline),
         "results.md": out / "results.md",
         "curves.png": plot_curves(groups, out / "curves.png", tags=tags),
         "aggregate.png": plot_aggregate(groups, out / "aggregate.png", tags=tags),

@@ -309,12 +309,17 @@ def write_csv(groups: Sequence[Group], path: Path) -> Path:
     return path
 
 
-def write_summary_csv(groups: Sequence[Group], path: Path) -> Path:
-    """``summary.csv``: one row per configuration: n, mean, std, 95 % CI, IQM with its CI, and the task's verdict
-    (``best``, ``tie`` for a configuration tied with the leader, empty otherwise)."""
+def write_summary_csv(groups: Sequence[Group], path: Path, baseline: str | None = None) -> Path:
+    """``summary.csv``: one row per configuration: n, mean, std, 95 % CI, IQM with its CI, the task's verdict
+    (``best``, ``tie`` for a configuration tied with the leader, empty otherwise), and the paired comparison
+    against the task's baseline (:mod:`.paired`; empty for the baseline itself and tasks without one)."""
+    from contrastlab.experiments.paired import compare_to_baseline
+
     judged = verdicts(groups)
+    paired = {(p.row, p.column): p for p in compare_to_baseline(groups, baseline)}
     head = ["task", "configuration", "metric", "higher_is_better", "n", "runs", "mean", "std", "ci_low", "ci_high"]
-    head += ["iqm", "iqm_low", "iqm_high", "verdict"]
+    head += ["iqm", "iqm_low", "iqm_high", "verdict", "baseline", "paired_n", "paired_diff", "paired_ci_low",
+             "paired_ci_high", "paired_wins", "paired_p", "paired_verdict"]
     with open(path, "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(head)
@@ -324,5 +329,12 @@ def write_summary_csv(groups: Sequence[Group], path: Path) -> Path:
             verdict = "best" if v.winner == g.column else ("tie" if g.column in v.leaders else "")
             nums = [mean, std if n > 1 else math.nan, *g.interval("mean")[1:], *g.interval("iqm")]  # no std of 1
             cells = ["" if math.isnan(x) else f"{x:.6g}" for x in nums]
-            writer.writerow([g.row, g.column, g.primary, g.higher_is_better, n, len(g.runs), *cells, verdict])
+            pair = paired.get((g.row, g.column))
+            against: list[object] = [""] * 8
+            if pair is not None:
+                numbers = ["" if math.isnan(x) else f"{x:.6g}" for x in (pair.mean, pair.low, pair.high)]
+                p_value = "" if math.isnan(pair.p_value) else f"{pair.p_value:.6g}"
+                against = [pair.baseline, len(pair.differences), *numbers, pair.wins, p_value, pair.verdict]
+            writer.writerow([g.row, g.column, g.primary, g.higher_is_better, n, len(g.runs), *cells, verdict,
+                             *against])
     return path
