@@ -445,3 +445,13 @@ def test_a_best_trial_run_by_another_worker_still_gets_best_json(tmp_path):
     assert tn.write_best(study, spec) is None
     assert json.loads((tmp_path / "best.json").read_text())["params"] == {"loss.tau_plus": "0.123"}
     assert not (tmp_path / "best.yaml").exists()  # it named a trial that is no longer the best
+
+
+def test_prune_on_a_loss_curve_is_refused_where_the_objective_rises(tmp_path):
+    """The pruner reads the watched curve like the objective (higher is better for recsys's NDCG): on
+    ``train/loss`` it would stop the trials whose loss falls fastest, the ones learning best."""
+    result = CliRunner().invoke(app, [*BASE, "--prune-on", "train/loss", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert "--prune-on train/loss: a loss curve falls as training improves" in result.output
+    assert "eval/ndcg@20" in result.output and "train/loss," not in result.output
+    assert not (tmp_path / "out").exists()

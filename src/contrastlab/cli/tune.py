@@ -32,7 +32,7 @@ HELP = {
     "step; 5 start-up trials) or none. Local backend only: on Ray trials are not pruned.",
     "prune_on": "Metric tag whose curve the pruner watches (default: the primary metric), e.g. --prune-on "
     "eval/knn_top1 for simclr, whose primary eval/linear_top1 is only measured at the end of a run. A tag the "
-    "plugin does not log is refused. It is read in the objective's direction (not a loss curve).",
+    "plugin does not log is refused, and so is a loss curve (it is read in the objective's direction).",
     "device": "--device of every run, e.g. cuda:0 (default: the config's); a CUDA device this machine lacks is "
     "refused before anything runs (local backend).",
     "parallel": "Trials at a time in this worker (default: 1; useful with --backend ray).",

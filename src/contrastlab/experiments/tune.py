@@ -175,6 +175,18 @@ class TuneSpec:
             raise ConfigError(
                 f"--prune-on {self.prune_on}: plugin {self.plugin.name} never logs it; its curves: {', '.join(tags)}"
             )
+        if self.prune_on and self.plugin.higher_is_better and is_loss_curve(self.prune_on):
+            rising = [t for t in tags if not is_loss_curve(t)]
+            raise ConfigError(
+                f"--prune-on {self.prune_on}: a loss curve falls as training improves, but the pruner reads it like "
+                f"the objective (higher is better), so it would stop the trials that learn fastest; watch a curve "
+                f"that rises{': ' + ', '.join(rising) if rising else ''}"
+            )
+
+
+def is_loss_curve(tag: str) -> bool:
+    """Whether ``tag`` names a loss (``train/loss``, ``train/critic_loss_vs_env_frames``): lower is better."""
+    return "loss" in tag.rsplit("/", 1)[-1].lower()
 
 
 def ray_pruning_note(spec: TuneSpec) -> str | None:
