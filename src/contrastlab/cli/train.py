@@ -355,6 +355,11 @@ def add_train_commands(app: typer.Typer) -> None:
         run.plugin.check_eval(options)
         recording = f", recording a video to {video}" if video is not None else ""
         say(f"evaluating {run.dir} (checkpoint at step {step}{recording})", stderr=True)
+        status = run.rundir.info().get("status")
+        if status != "completed":  # a stopped run's checkpoint is not the trained model: say so before its numbers
+            print_commands(f"note: this run has not completed (status {status or 'unknown'}, "
+                           f"{run.rundir.progress():.0%} done), so these are the metrics of a partly trained model; "
+                           "to finish it:", resume_command(run), stderr=True)
         metrics = metric_numbers(run.plugin.name, run.plugin.evaluate(run, options), "evaluate")
         record = dict(metrics)  # + which checkpoint (a run may go on afterwards)
         run.rundir.eval_json.write_text(json.dumps({**record, "checkpoint_step": step}, indent=2))
