@@ -146,9 +146,13 @@ def execute(run: Run) -> dict:
         with stop:
             run.graceful_stop = stop
             metrics = run.plugin.train(run.config, run)
+            # the summary is moments away: a signal now is deferred (a second one, 2 s later, still stops), since
+            # one that cut it short left the run "running" beside its summary.json (SIGTERM) or "interrupted"
+            stop.hold()
+            summary = run.finish(metrics)  # in the try: a summary.json that cannot be written says how to resume
         if stop.requested:
             say("the stop came during the last step or the final evaluation, so the run finished instead", stderr=True)
-        return run.finish(metrics)  # in the try: a summary.json that cannot be written says how to resume too
+        return summary
     except KeyboardInterrupt:
         with _repeat_ctrl_c_ignored():  # a terminal's repeated Ctrl-C must not cut the messages short
             run.mark("interrupted")
