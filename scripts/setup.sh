@@ -6,9 +6,15 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 VENV="${VENV:-.venv}"
 
+no_venv="[setup] error: cannot make a virtual environment with pip (on Debian/Ubuntu: sudo apt-get install python3-venv), then run this again"
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[setup] creating virtual environment $VENV"
-  "$PYTHON" -m venv "$VENV"
+  "$PYTHON" -m venv "$VENV" || { echo "$no_venv" >&2; exit 1; }
+fi
+# A venv without pip: its creation failed half way (no python3-venv), or another tool made it: add pip, keep the rest.
+if ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+  echo "[setup] $VENV has no pip: adding it (python -m ensurepip)"
+  "$VENV/bin/python" -m ensurepip --upgrade >/dev/null || { echo "$no_venv" >&2; exit 1; }
 fi
 
 stamp="$VENV/.contrastlab-setup"

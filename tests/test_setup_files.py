@@ -91,3 +91,32 @@ def test_the_fallback_command_of_the_runners_starts_the_cli(tmp_path, monkeypatc
     done = subprocess.run([real, *base[1:], "list", "plugins", "--json"], capture_output=True, text=True, env=env,
                           cwd=tmp_path, timeout=120)
     assert done.returncode == 0 and '"name": "curl"' in done.stdout, done.stderr
+
+
+FAKE_PYTHON_WITHOUT_VENV = """#!/usr/bin/env bash
+# python3 on Debian/Ubuntu without python3-venv: `-m venv DIR` leaves DIR/bin/python behind, without pip, and fails
+dir="${@: -1}"
+mkdir -p "$dir/bin"
+printf '#!/usr/bin/env bash\\necho "No module named pip" >&2\\nexit 1\\n' > "$dir/bin/python"
+chmod +x "$dir/bin/python"
+echo "The virtual environment was not created successfully because ensurepip is not available." >&2
+exit 1
+"""
+
+
+def test_setup_remakes_a_venv_whose_creation_failed_half_way(tmp_path: Path) -> None:
+    """The first `make setup` without python3-venv left .venv/bin/python without pip; once the user installed
+    python3-venv, the next one skipped the venv (its python existed) and failed with "No module named pip". Now
+    it adds pip to that venv (ensurepip), and says what to install while it cannot."""
+    import subprocess
+
+    fake = tmp_path / "python3"
+    fake.write_text(FAKE_PYTHON_WITHOUT_VENV)
+    fake.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(fake), "VENV": str(tmp_path / "venv")}
+    for _ in range(2):  # the second run must not take the half-made venv for a made one
+        done = subprocess.run(["bash", str(ROOT / "scripts" / "setup.sh")], env=env, capture_output=True, text=True)
+        assert done.returncode != 0, done.stdout + done.stderr
+        assert "installing contrastlab" not in done.stdout, done.stdout + done.stderr
+        assert "(on Debian/Ubuntu: sudo apt-get install python3-venv)" in done.stderr, done.stderr
+    assert "has no pip: adding it (python -m ensurepip)" in done.stdout, done.stdout

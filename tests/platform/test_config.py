@@ -269,3 +269,13 @@ def test_a_sampler_or_encoder_hyperparameter_hint_names_a_flag_every_command_has
     with pytest.raises(UnknownNameError) as info:
         resolve_config(toy(), sets=["encoder.num_filters=8"])
     assert "Encoders with num_filters: pixel_conv (choose one with --set encoder.name=NAME)." in str(info.value)
+
+
+def test_a_section_key_given_without_its_section_names_where_it_goes(toy_pm: PluginManager) -> None:
+    """`--set tau_plus=0.1` and `--set steps=5` listed the top-level keys only; the user had to guess the section."""
+    with pytest.raises(ConfigError, match=r"unknown config key 'tau_plus'; .*Did you mean 'loss\.tau_plus'\?$"):
+        resolve_config(toy(), loss="dcl", sets=["tau_plus=0.1"])
+    with pytest.raises(ConfigError, match=r"unknown config key 'steps'; .*Did you mean 'train\.steps'\?$"):
+        resolve_config(toy(), sets=["steps=5"])
+    with pytest.raises(ConfigError, match=r"unknown config key 'sed'; .*Did you mean 'seed'\?$"):  # a plain typo
+        resolve_config(toy(), sets=["sed=5"])

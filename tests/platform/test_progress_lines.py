@@ -80,6 +80,30 @@ def test_a_bar_restarted_measures_its_rate_and_eta_from_then_on(monkeypatch) -> 
     assert "ETA 00:00:50" in bar.line()
 
 
+def test_a_held_eta_reads_unknown_until_the_rate_restarts(monkeypatch) -> None:
+    """CURL's warm-up (random actions, no updates) ran 10× faster than the rest: before the updates began, the smoke
+    run's line read "ETA 00:00:02" at 40 % with about 20 s left (at the paper preset: minutes shown for hours)."""
+    from contrastlab.platform import progress
+
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    bar = progress.ProgressBar(total=1000, enabled=False)
+    bar.hold_eta("warm-up, no updates yet")
+    clock[0] = 1.0
+    bar.update(400)
+    assert "ETA ? (warm-up, no updates yet)" in bar.line(), bar.line()
+    bar.restart_rate()
+    clock[0] = 11.0
+    bar.update(100)
+    assert "ETA 00:00:50" in bar.line(), bar.line()
+    held = progress.ProgressBar(total=100)
+    held.interactive = True
+    with held:  # the rich bar shows the same
+        held.hold_eta("warm-up")
+        column = next(c for c in held._progress.columns if isinstance(c, progress._EtaColumn))
+        assert "? (warm-up)" in str(column.render(held._progress._tasks[held._task]))
+
+
 def test_a_restarted_rich_bar_forgets_its_speed_samples() -> None:
     from contrastlab.platform.progress import ProgressBar
 

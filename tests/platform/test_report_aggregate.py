@@ -436,3 +436,15 @@ def test_no_aggregate_winner_when_seeds_per_task_differ(tmp_path):
     assert "**dcl**" not in aggregate
     assert ("Best IQM: not judged: the configurations have different numbers of seeds per task (dcl: 1, 3; "
             "infonce: 3, 3),") in aggregate
+
+
+def test_the_main_table_says_how_many_seeds_it_averages_and_the_preset(table3):
+    """The header read "mean ± std over seeds": a reader of results.md could not tell 3 seeds from 30, nor a smoke
+    check (whose numbers mean nothing) from a paper-preset result: the preset was in no line of results.md."""
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([table3])])
+    assert "Final score, preset smoke: mean ± std over 3 seeds (sample std" in rt.markdown(groups)  # (n=2/3) too
+    write_synthetic_run(table3, loss="hcl", seed=1, final={"score": 0.5}, preset="paper")  # one seed, other preset
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([table3])])
+    md = rt.markdown(groups)
+    assert "Final score, presets paper, smoke (in the task names): mean ± std over 1–3 seeds per configuration" in md
+    assert "| toy preset=paper | score" in md

@@ -289,3 +289,30 @@ def test_a_plugin_that_does_not_opt_in_stops_at_once_as_before(at_step: int, toy
     saved = [p.name for p in (run_dir / "checkpoints").glob("*.pt")] if (run_dir / "checkpoints").is_dir() else []
     assert saved == (["step_000000000010.pt"] if at_step > 10 else [])
     assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_the_summary_is_written_lets_the_run_complete(signum: int, toy_pm: PluginManager,
+                                                                     tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The handlers went back before `Run.finish`: a SIGTERM there (a `platform compare` stopped as its run ended)
+    killed the process beside its summary.json with run.json still "running"; a Ctrl-C marked it interrupted."""
+    from contrastlab.platform.plugins import registry
+    from contrastlab.platform.run import Run
+    from contrastlab.testing import sigterm_must_be_handled
+
+    finish = Run.finish
+
+    def signalled_finish(self, metrics):
+        deliver(signum)
+        return finish(self, metrics)
+
+    monkeypatch.setattr(Run, "finish", signalled_finish)
+    monkeypatch.setattr(registry("plugin").get("toy_clusters").factory, "checkpoint_on_stop", True)  # as built-ins
+    with sigterm_must_be_handled():
+        code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "train.steps=4",
+                             "--logdir", str(tmp_path), "--run-name", "r"])
+    assert code == 0, out
+    assert "so the run finished instead" in out, out
+    info = json.loads((tmp_path / "toy_clusters" / "dcl" / "r" / "run.json").read_text())
+    assert info["status"] == "completed", info

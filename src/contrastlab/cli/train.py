@@ -146,9 +146,13 @@ def execute(run: Run) -> dict:
         with stop:
             run.graceful_stop = stop
             metrics = run.plugin.train(run.config, run)
+            # the summary is moments away: a signal now is deferred (a second one, 2 s later, still stops), since
+            # one that cut it short left the run "running" beside its summary.json (SIGTERM) or "interrupted"
+            stop.hold()
+            summary = run.finish(metrics)  # in the try: a summary.json that cannot be written says how to resume
         if stop.requested:
             say("the stop came during the last step or the final evaluation, so the run finished instead", stderr=True)
-        return run.finish(metrics)  # in the try: a summary.json that cannot be written says how to resume too
+        return summary
     except KeyboardInterrupt:
         with _repeat_ctrl_c_ignored():  # a terminal's repeated Ctrl-C must not cut the messages short
             run.mark("interrupted")
@@ -355,6 +359,11 @@ def add_train_commands(app: typer.Typer) -> None:
         run.plugin.check_eval(options)
         recording = f", recording a video to {video}" if video is not None else ""
         say(f"evaluating {run.dir} (checkpoint at step {step}{recording})", stderr=True)
+        status = run.rundir.info().get("status")
+        if status != "completed":  # a stopped run's checkpoint is not the trained model: say so before its numbers
+            print_commands(f"note: this run has not completed (status {status or 'unknown'}, "
+                           f"{run.rundir.progress():.0%} done), so these are the metrics of a partly trained model; "
+                           "to finish it:", resume_command(run), stderr=True)
         metrics = metric_numbers(run.plugin.name, run.plugin.evaluate(run, options), "evaluate")
         record = dict(metrics)  # + which checkpoint (a run may go on afterwards)
         run.rundir.eval_json.write_text(json.dumps({**record, "checkpoint_step": step}, indent=2))

@@ -207,6 +207,25 @@ def _aggregate_lines(groups: Sequence[Group]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------- markdown
+def preset_note(groups: Sequence[Group]) -> str:
+    """``, preset smoke`` (a smoke table and a paper one must not read alike); ``, presets paper, smoke (in the
+    task names)`` when they differ, as the rows then name theirs; empty when no run recorded one."""
+    presets = sorted({r.preset for g in groups for r in g.runs if r.preset})
+    if len(presets) > 1:
+        return f", presets {', '.join(presets)} (in the task names)"
+    return f", preset {presets[0]}" if presets else ""
+
+
+def seed_count(groups: Sequence[Group]) -> str:
+    """How many seeds the main table's cells average: ``3 seeds`` when every configuration ran the same number,
+    else ``2–5 seeds per configuration``; a cell whose seeds did not all complete says ``(n=k/N)`` itself."""
+    counts = sorted({len(g.runs) for g in groups}) or [0]
+    lo, hi = counts[0], counts[-1]
+    if lo == hi:
+        return f"{lo} seed{'s' * (lo != 1)}"
+    return f"{lo}–{hi} seeds per configuration"
+
+
 def markdown(groups: Sequence[Group], curve_tags: Mapping[str, str | None] | None = None,
              after_main: Sequence[str] = ()) -> str:
     """The text of ``results.md`` (see the module docstring); ``curve_tags``: the tag plotted per task;
@@ -220,7 +239,8 @@ def markdown(groups: Sequence[Group], curve_tags: Mapping[str, str | None] | Non
     out = [
         "# Results",
         "",
-        f"Final {', '.join(metrics)}: mean ± std over seeds (sample std, n−1) [{CI_NOTE}].",
+        f"Final {', '.join(metrics)}{preset_note(groups)}: mean ± std over {seed_count(groups)} (sample std, n−1) "
+        f"[{CI_NOTE}].",
         "**Bold** marks the best configuration of a task only where its interval excludes every other one's;",
         "otherwise the `best` column says `tie` and names the configurations whose intervals overlap the leader's.",
         "",

@@ -147,13 +147,24 @@ def _error_message(err: Mapping[str, Any], model: type[BaseModel]) -> str:
         parent = _model_for_path(model, loc[:-1])
         valid = sorted(parent.model_fields) if parent is not None else []
         where = f" in '{'.'.join(str(p) for p in loc[:-1])}'" if len(loc) > 1 else ""
-        return f"unknown config key '{dotted}'; valid keys{where}: {', '.join(valid)}.{suggest(str(loc[-1]), valid)}"
+        hint = (_section_hint(str(loc[0]), model) if len(loc) == 1 else "") or suggest(str(loc[-1]), valid)
+        return f"unknown config key '{dotted}'; valid keys{where}: {', '.join(valid)}.{hint}"
     value, msg = err.get("input"), str(err.get("msg", "invalid"))
     if err.get("type") == "value_error":  # a model's own check (a validator) words its message itself
         msg = msg.removeprefix("Value error, ")
         if isinstance(value, Mapping):  # a section's check (model_validator)
             return f"invalid config section {dotted}: {msg}"
     return f"invalid config value {dotted}={value!r}: {msg}"
+
+
+def _section_hint(key: str, model: type[BaseModel]) -> str:
+    """`` Did you mean 'loss.tau_plus'?`` for a top-level key that is a section's (``--set tau_plus=0.1``,
+    ``--set epochs=5``): a field of a config section or a hyperparameter of a registered component; else empty."""
+    places = [f"{name}.{key}" for name, field in model.model_fields.items()
+              if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+              and key in field.annotation.model_fields]  # fmt: skip
+    places += [f"{section}.{key}" for section, kind in COMPONENT_SECTIONS.items() if registry(kind).having(key)]
+    return f" Did you mean {' or '.join(repr(p) for p in places)}?" if places else ""
 
 
 def _number_kind(annotation: Any) -> tuple[str, bool] | None:

@@ -31,6 +31,16 @@ class _RateColumn(TextColumn):
         return Text(f"{speed:,.1f} {self.unit}/s" if speed else f"- {self.unit}/s", style="cyan")
 
 
+class _EtaColumn(TimeRemainingColumn):
+    """rich's time remaining, or ``? (why)`` while the bar holds its ETA (:meth:`ProgressBar.hold_eta`)."""
+
+    def render(self, task: Any) -> Any:
+        from rich.text import Text
+
+        held = task.fields.get("eta_held")
+        return Text(f"? ({held})", style="progress.remaining") if held else super().render(task)
+
+
 class ProgressBar:
     """``with ProgressBar(total) as bar: bar.update(1, loss=0.5)``.
 
@@ -55,6 +65,7 @@ class ProgressBar:
         self._last_print = 0.0
         self._last_fraction = -1.0
         self.postfix: dict[str, Any] = {}
+        self.eta_held = ""  # why no ETA is shown yet (hold_eta), or empty
 
     def __enter__(self) -> ProgressBar:
         if self.interactive:
@@ -65,13 +76,14 @@ class ProgressBar:
                 _RateColumn(self.unit),
                 TimeElapsedColumn(),
                 TextColumn("ETA"),
-                TimeRemainingColumn(),
+                _EtaColumn(),
                 TextColumn("{task.fields[postfix]}"),
                 console=self.console,
                 transient=False,
             )
             self._progress.start()
-            self._task = self._progress.add_task(self.description, total=self.total, completed=self.done, postfix="")
+            self._task = self._progress.add_task(self.description, total=self.total, completed=self.done, postfix="",
+                                                eta_held=self.eta_held)
         return self
 
     def update(self, n: int = 1, **postfix: Any) -> None:
@@ -92,10 +104,21 @@ class ProgressBar:
             self._last_print = now
             print(self.line(text), file=sys.stderr, flush=True)
 
+    def hold_eta(self, why: str) -> None:
+        """Show ``ETA ? (why)`` instead of an estimate until :meth:`restart_rate`: the work so far runs at another
+        pace than the rest (CURL's random-action warm-up, without updates, ran 10× faster: "ETA 00:00:02" at 40 %
+        of a smoke run with 20 s left; at the paper preset, minutes shown for hours)."""
+        self.eta_held = why
+        if self._progress is not None:
+            self._progress.update(self._task, eta_held=why)
+
     def restart_rate(self) -> None:
         """Measure the rate, and so the ETA, from now on: the work before went at another pace (CURL's first
-        random-action frames, without updates, run many times faster than the rest and made the ETA far too short)."""
+        random-action frames, without updates, run many times faster than the rest and made the ETA far too short).
+        Ends a :meth:`hold_eta`."""
         self._start, self._start_done = time.monotonic(), self.done
+        if self.eta_held:
+            self.hold_eta("")
         if self._progress is not None:  # rich estimates its speed from a window of recent samples: forget them
             task = getattr(self._progress, "_tasks", {}).get(self._task)
             samples = getattr(task, "_progress", None)
@@ -112,6 +135,8 @@ class ProgressBar:
         rate = self.rate()
         left = max(self.total - self.done, 0)
         eta_text = _hms(left / rate) if rate > 0 else "00:00:00" if left == 0 else "?"
+        if self.eta_held and left:
+            eta_text = f"? ({self.eta_held})"
         pct = 100.0 * self.done / self.total
         text = f"{self.description} {self.done}/{self.total} ({pct:.0f}%) {rate:.1f} {self.unit}/s ETA {eta_text}"
         return f"{text} {postfix}".rstrip()

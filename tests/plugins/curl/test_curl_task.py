@@ -354,3 +354,18 @@ def test_the_progress_rate_restarts_when_updates_start() -> None:
         loop.model = SimpleNamespace(num_timesteps=step, learning_starts=3)
         loop._on_step()
     assert restarts == [3]
+
+
+def test_the_eta_is_held_through_the_warm_up() -> None:
+    """Before the first update the bar showed an ETA from the random-action frames' pace, 10× too short."""
+    from types import SimpleNamespace
+
+    from contrastlab.plugins.curl.task import _TrainLoop
+
+    held = []
+    loop = _TrainLoop.__new__(_TrainLoop)
+    loop.repeat, loop.bar = 8, SimpleNamespace(hold_eta=held.append)
+    for start in (0, 3):  # a fresh run holds it; one resumed after its warm-up does not
+        loop.model = SimpleNamespace(num_timesteps=start, learning_starts=3, _n_updates=0)
+        loop._on_training_start()
+    assert held == ["warm-up, no updates yet"]

@@ -230,3 +230,11 @@ def test_the_changed_data_message_names_where_the_data_came_from(dataset, root, 
     text = str(info.value)
     assert text.startswith("run runs/x was trained on other data: its checkpoint's encoder.users.weight has shape")
     assert f"items); {where}" in text and "data.root" not in text.replace("data.root=r.csv", ""), text
+
+
+def test_a_misspelt_from_density_is_named_as_such():
+    """`loss.tau_plus=from-densty` said only "is not a valid float", never that from-density is the word it meant."""
+    with pytest.raises(ConfigError, match=r"tau_plus='from-densty': give a number or from-density.*Did you mean "
+                                          r"'from-density'\?"):
+        _config("bcl", ["loss.tau_plus=from-densty"])
+    assert _config("dcl", ["loss.tau_plus='0.25'"]).loss.hparams()["tau_plus"] == 0.25  # a quoted number still works

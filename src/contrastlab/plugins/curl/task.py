@@ -126,6 +126,8 @@ class _TrainLoop(BaseCallback):
 
     def _on_training_start(self) -> None:
         self.clock = (time.monotonic(), self.frames, int(self.model._n_updates))
+        if self.model.num_timesteps < self.model.learning_starts:  # the warm-up's pace says nothing of the rest
+            self.bar.hold_eta("warm-up, no updates yet")
 
     def _on_step(self) -> bool:
         self.episode_return += float(self.locals["rewards"][0])

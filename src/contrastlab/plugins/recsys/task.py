@@ -21,6 +21,7 @@ from contrastlab.data.base import cache_dir
 from contrastlab.platform.errors import ConfigError, ContrastlabError, IncompatibleError, UnknownNameError
 from contrastlab.platform.logwindow import LogWindow
 from contrastlab.platform.preflight import unsupervised_losses
+from contrastlab.platform.registry import suggest
 from contrastlab.platform.run import Run
 from contrastlab.platform.task import ComponentSpec, EvalOptions, TaskPlugin
 from contrastlab.plugins.recsys.config import FROM_DENSITY, PRESETS, RecsysConfig
@@ -104,6 +105,10 @@ class RecsysTask(TaskPlugin[RecsysConfig]):
             names = loss_hparam_names(config.loss.name)
         except UnknownNameError:
             return config  # reported with the valid names when the components are resolved
+        given = hps.get("tau_plus")
+        if isinstance(given, str) and not asked and "tau_plus" in names and not _is_number(given):
+            raise ConfigError(f"loss.tau_plus={given!r}: give a number or {FROM_DENSITY} (τ⁺ = the interaction "
+                              f"density).{suggest(given, [FROM_DENSITY])}")
         if asked and "tau_plus" not in names:
             raise ConfigError(f"loss.tau_plus={FROM_DENSITY}: loss '{config.loss.name}' has no tau_plus "
                               f"hyperparameter; losses with one: {', '.join(losses_with('tau_plus'))}")
@@ -306,3 +311,12 @@ def _data_source(config: RecsysConfig) -> tuple[str, str]:
         return ("the generated data", "another contrastlab version generates other data; use the one that trained "
                 "it, or train a new run")
     return f"the MovieLens files in the cache folder {cache_dir('movielens')}", restore
+
+
+def _is_number(text: str) -> bool:
+    """Whether ``text`` reads as a float (the loss's own range check then judges it)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,27 @@
+"""`platform eval` of a run that did not finish says so before its numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from contrastlab.platform.plugins import PluginManager
+from contrastlab.testing import run_cli
+
+
+def test_eval_of_an_interrupted_run_says_the_model_is_partly_trained(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """An interrupted run stopped at step 1 of 120 was scored with only `(checkpoint at step 1)` to tell it from a
+    trained model: its numbers read as the result of the run."""
+    code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "train.steps=4",
+                         "--logdir", str(tmp_path), "--run-name", "x"])
+    assert code == 0, out
+    run_dir = tmp_path / "toy_clusters" / "dcl" / "x"
+    code, out = run_cli(["eval", str(run_dir)])
+    assert code == 0 and "note:" not in out, out  # a completed run: no note
+    info = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**info, "status": "interrupted", "progress": 0.25}))
+    code, out = run_cli(["eval", str(run_dir)])
+    assert code == 0, out
+    text = " ".join(out.split())
+    assert "note: this run has not completed (status interrupted, 25% done)" in text, out
+    assert f"platform train --resume {run_dir}" in text, out
