@@ -9,7 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from contrastlab.platform.config import config_to_yaml, resolve_config
+from contrastlab.platform.config import resolve_config
+from contrastlab.platform.config_yaml import config_to_yaml
 from contrastlab.platform.plugins import PluginManager
 
 ROOT = Path(__file__).resolve().parents[1]

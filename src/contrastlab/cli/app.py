@@ -28,7 +28,8 @@ from contrastlab.cli import train as commands_train
 from contrastlab.cli.common import PRESET_DEFAULT, console, print_usage_error, say, user_errors
 from contrastlab.cli.compare import add_compare_commands
 from contrastlab.cli.tune import add_tune_commands
-from contrastlab.platform.config import config_to_yaml, resolve_config
+from contrastlab.platform.config import resolve_config
+from contrastlab.platform.config_yaml import config_to_yaml
 from contrastlab.platform.errors import ConfigError, ContrastlabError, IncompatibleError, UnknownNameError
 from contrastlab.platform.plugins import get_plugin_manager, get_task_plugin, registry
 from contrastlab.platform.preflight import preflight

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from contrastlab.experiments import stats as st
+from contrastlab.experiments.formatting import decimals, md_cell
 from contrastlab.experiments.results import Group
 from contrastlab.platform.errors import ConfigError
 
@@ -162,8 +163,6 @@ def _fmt_p(p: float) -> str:
 
 def paired_lines(groups: Sequence[Group], baseline: str | None = None) -> list[str]:
     """The ``results.md`` section of :func:`compare_to_baseline` (nothing with fewer than two configurations)."""
-    from contrastlab.experiments.tables import decimals, md_cell
-
     if len({g.column for g in groups}) < 2:
         return []
     which = f"`{md_cell(baseline)}`" if baseline is not None else f"the task's `{DEFAULT_BASELINE_LOSS}` configuration"

@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from contrastlab.experiments import stats as st
+from contrastlab.experiments.formatting import decimals, fmt_interval, fmt_mean_std, md_cell
+from contrastlab.experiments.paired import compare_to_baseline
 from contrastlab.experiments.results import Group
 
 CI_NOTE = (
@@ -73,41 +75,6 @@ def verdicts(groups: Sequence[Group], stat: str = "mean") -> dict[str, Verdict]:
         mine = [g for g in groups if g.row == row]
         out[row] = judge([(g.column, *g.interval(stat)) for g in mine], mine[0].higher_is_better)
     return out
-
-
-# ---------------------------------------------------------------------------------------------- formatting
-def decimals(value: float) -> int:
-    """1 to 4 decimals, fewer for larger magnitudes (``0.8123``, ``812.3``)."""
-    if math.isnan(value) or value == 0:
-        return 4 if value == 0 else 1
-    return min(4, max(1, 3 - math.floor(math.log10(abs(value)))))
-
-
-def fmt_mean_std(mean: float, std: float, n: int = 2) -> str:
-    """``0.8123 ± 0.0130`` with decimals chosen from the magnitude of the mean; one seed shows ``0.8123 (n=1)``
-    because a sample std is undefined there."""
-    if math.isnan(mean):
-        return "–"
-    dec = decimals(mean)
-    if n == 1:
-        return f"{mean:.{dec}f} (n=1)"
-    return f"{mean:.{dec}f} ± {std:.{dec}f}"
-
-
-def fmt_interval(estimate: float, lo: float, hi: float, dec: int | None = None) -> str:
-    """``812.3 [795.0, 826.1]``; ``812.3`` alone when the interval is undefined; ``–`` without an estimate."""
-    if math.isnan(estimate):
-        return "–"
-    dec = decimals(estimate) if dec is None else dec
-    if math.isnan(lo) or math.isnan(hi):
-        return f"{estimate:.{dec}f}"
-    return f"{estimate:.{dec}f} [{lo:.{dec}f}, {hi:.{dec}f}]"
-
-
-def md_cell(text: object) -> str:
-    """``text`` as one Markdown table cell: line breaks and runs of whitespace become one space and ``|`` is
-    escaped (a multi-line error, e.g. torch's ``Error(s) in loading state_dict``, broke the table's rows)."""
-    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def _failed_text(g: Group) -> str:
@@ -333,8 +300,6 @@ def write_summary_csv(groups: Sequence[Group], path: Path, baseline: str | None 
     """``summary.csv``: one row per configuration: n, mean, std, 95 % CI, IQM with its CI, the task's verdict
     (``best``, ``tie`` for a configuration tied with the leader, empty otherwise), and the paired comparison
     against the task's baseline (:mod:`.paired`; empty for the baseline itself and tasks without one)."""
-    from contrastlab.experiments.paired import compare_to_baseline
-
     judged = verdicts(groups)
     paired = {(p.row, p.column): p for p in compare_to_baseline(groups, baseline)}
     head = ["task", "configuration", "metric", "higher_is_better", "n", "runs", "mean", "std", "ci_low", "ci_high"]
