@@ -217,3 +217,15 @@ def test_final_png_title_names_the_tables_interval_and_fits_one_panel(tmp_path, 
 
     box, frame = title.get_window_extent(FigureCanvasAgg(fig).get_renderer()), fig.bbox
     assert box.x0 >= frame.x0 and box.x1 <= frame.x1, (box, frame)
+
+
+def test_a_final_only_primary_falls_back_to_the_plugins_own_loss_curve():
+    """pu measures test/accuracy once, at the end, and logs its contrastive loss as ``pretrain/loss`` (no
+    ``train/loss``, no ``eval/`` curve): curves.png showed one dot per configuration instead of that curve."""
+    tags = ["pretrain/loss", "pretrain/labeled_per_batch", "classifier/risk", "test/accuracy", "test/f1"]
+    points = {"pretrain/loss": 20, "pretrain/labeled_per_batch": 20, "classifier/risk": 10, "test/accuracy": 1,
+              "test/f1": 1}
+    assert choose_tag(tags, "test/accuracy", points) == "pretrain/loss"
+    assert choose_tag(tags[:3], "test/accuracy") == "pretrain/loss"  # without point counts, when nothing carries it
+    points["train/loss"] = 5  # train/loss still comes first where there is one
+    assert choose_tag([*tags, "train/loss"], "test/accuracy", points) == "train/loss"

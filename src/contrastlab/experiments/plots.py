@@ -54,11 +54,12 @@ def _is_spread(tag: str) -> bool:
 
 def choose_tag(tags: Iterable[str], primary: str, points: dict[str, int] | None = None) -> str | None:
     """The curve to plot for ``primary``: the tag that carries it (:func:`is_metric_tag`; the exact name, then
-    ``eval/`` tags first). Without such a tag: the first ``eval/`` tag, else ``train/loss``, else the first tag.
+    ``eval/`` tags first). Without such a tag: the first ``eval/`` tag, else ``train/loss`` (or another ``…/loss``
+    such as pu's ``pretrain/loss``), else the first tag.
 
     With ``points`` (logged points per tag), a primary metric logged only once (e.g. a final linear probe) cannot
     make a curve and gives way to the ``eval/`` tag with the most points (e.g. a kNN monitor), then to
-    ``train/loss``. Dispersion tags (``*_std``) are never chosen in its place.
+    ``train/loss`` (or another ``…/loss``). Dispersion tags (``*_std``) are never chosen in its place.
     """
     tags = sorted(set(tags))
     rank = lambda t: (t != primary, not t.startswith("eval/"), t)  # noqa: E731
@@ -71,16 +72,24 @@ def choose_tag(tags: Iterable[str], primary: str, points: dict[str, int] | None 
                         key=lambda t: (-points[t], t))
         if curves:
             return curves[0]
-        if points.get("train/loss", 0) >= 3:
-            return "train/loss"
+        losses = [t for t in _loss_tags(candidates) if points.get(t, 0) >= 3]
+        if losses:
+            return losses[0]
         if named:
             return named[0]
     evals = [t for t in candidates if t.startswith("eval/")]
     if evals:
         return evals[0]
-    if "train/loss" in tags:
-        return "train/loss"
+    losses = _loss_tags(candidates)
+    if losses:
+        return losses[0]
     return candidates[0] if candidates else (tags[0] if tags else None)
+
+
+def _loss_tags(tags: Iterable[str]) -> list[str]:
+    """The training-loss curves among ``tags``: ``train/loss`` first, then a plugin's own (pu's ``pretrain/loss``)."""
+    found = [t for t in tags if _AXIS_SUFFIX.sub("", t).rsplit("/", 1)[-1] == "loss"]
+    return sorted(found, key=lambda t: (t != "train/loss", t))
 
 
 def mean_band(curves: Sequence[Sequence[tuple[int, float]]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
