@@ -448,3 +448,19 @@ def test_the_main_table_says_how_many_seeds_it_averages_and_the_preset(table3):
     md = rt.markdown(groups)
     assert "Final score, presets paper, smoke (in the task names): mean ± std over 1–3 seeds per configuration" in md
     assert "| toy preset=paper | score" in md
+
+
+def test_labels_with_a_pipe_stay_in_their_table_cells(tmp_path):
+    """A task or configuration label holding ``|`` (a value such as ``data.root=a|b``) split the table's columns."""
+    for loss in ("infonce", "dcl"):
+        for seed in (1, 2):
+            write_synthetic_run(tmp_path, loss=loss, seed=seed, overrides=["--set env.task=a|b"],
+                                final={"score": 0.5 + seed / 10})
+    write_synthetic_run(tmp_path, loss="dcl", seed=1, overrides=["--set env.task=c"], final={"score": 0.4})
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    lines = rt.markdown(groups).splitlines()
+    rows = [line for line in lines if line.startswith("| toy env.task=a")]
+    assert rows and all(line.startswith("| toy env.task=a\\|b |") for line in rows)
+    header = next(line for line in lines if line.startswith("| task | metric |"))
+    for line in rows[:2]:  # the main table and the IQM table keep one cell per column
+        assert line.replace("\\|", "").count("|") in (header.count("|"), header.count("|") - 2)

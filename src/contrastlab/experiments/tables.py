@@ -155,7 +155,7 @@ def _aggregate_lines(groups: Sequence[Group]) -> list[str]:
         ]
         for c, (iqm_est, mean_est) in est.items():
             runs = sum(len(g.values()) for g in cols[c])
-            name = f"**{c}**" if verdict.winner == c else c
+            name = f"**{md_cell(c)}**" if verdict.winner == c else md_cell(c)
             lines.append(f"| {name} | {runs} | {fmt_interval(*iqm_est)} | {fmt_interval(*mean_est)} |")
         if unequal:
             shown = "; ".join(f"{c}: {', '.join(map(str, n))}" for c, n in seeds.items())
@@ -211,7 +211,7 @@ def markdown(groups: Sequence[Group], curve_tags: Mapping[str, str | None] | Non
         "**Bold** marks the best configuration of a task only where its interval excludes every other one's;",
         "otherwise the `best` column says `tie` and names the configurations whose intervals overlap the leader's.",
         "",
-        "| task | metric | " + " | ".join(cols) + " | best |",
+        "| task | metric | " + " | ".join(md_cell(c) for c in cols) + " | best |",
         "|---|---|" + "---|" * (len(cols) + 1),
     ]
     for r in rows:
@@ -219,7 +219,7 @@ def markdown(groups: Sequence[Group], curve_tags: Mapping[str, str | None] | Non
         v = judged[r]
         cells = [main_cell(cell[(r, c)], v.winner == c) if (r, c) in cell else "" for c in cols]
         metric = f"{anyg.primary} ({arrow[anyg.higher_is_better]})"
-        out.append(f"| {r} | {metric} | " + " | ".join(cells) + f" | {v.text} |")
+        out.append(f"| {md_cell(r)} | {metric} | " + " | ".join(cells) + f" | {md_cell(v.text)} |")
     out += list(after_main)
     out += [
         "",
@@ -227,12 +227,12 @@ def markdown(groups: Sequence[Group], curve_tags: Mapping[str, str | None] | Non
         "",
         "Interquartile mean over seeds [95 % bootstrap CI] (with 3 seeds or fewer the IQM is the mean).",
         "",
-        "| task | " + " | ".join(cols) + " |",
+        "| task | " + " | ".join(md_cell(c) for c in cols) + " |",
         "|---|" + "---|" * len(cols),
     ]
     for r in rows:
         cells = [fmt_interval(*cell[(r, c)].interval("iqm")) if (r, c) in cell else "" for c in cols]
-        out.append(f"| {r} | " + " | ".join(cells) + " |")
+        out.append(f"| {md_cell(r)} | " + " | ".join(cells) + " |")
     out += _aggregate_lines(groups)
     if curve_tags:
         out += ["", "Learning curves (`curves.png`, `aggregate.png`) show, per task:"]
@@ -254,7 +254,8 @@ def _all_metrics_lines(groups: Sequence[Group]) -> list[str]:
     ]
     for g in groups:
         vals = [fmt_mean_std(*g.stats(m)) for m in names]
-        out.append(f"| {g.row} | {g.column} | {g.stats()[2]}/{len(g.runs)} | " + " | ".join(vals) + " |")
+        label = f"| {md_cell(g.row)} | {md_cell(g.column)} | {g.stats()[2]}/{len(g.runs)} | "
+        out.append(label + " | ".join(vals) + " |")
     return out
 
 
