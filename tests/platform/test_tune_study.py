@@ -455,3 +455,19 @@ def test_prune_on_a_loss_curve_is_refused_where_the_objective_rises(tmp_path):
     assert "--prune-on train/loss: a loss curve falls as training improves" in result.output
     assert "eval/ndcg@20" in result.output and "train/loss," not in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_ray_resources_check_needs_one_node_that_fits_a_whole_run():
+    """Two 1-GPU nodes hold 2 GPUs in all, but a run asking for 2 GPUs needs them on one node: Ray would wait for
+    it forever (the totals passed the check)."""
+    from contrastlab.experiments.ray_runner import check_resources
+
+    nodes = [{"CPU": 8.0, "GPU": 1.0}, {"CPU": 8.0, "GPU": 1.0}]
+    totals = {"CPU": 16.0, "GPU": 2.0}
+    with pytest.raises(ConfigError, match=r"--gpus-per-run 2 with --cpus-per-run 1: no node of the Ray cluster "
+                                          r"at 1.2.3.4:6379 has that much at once \(its nodes: CPU 8, GPU 1; CPU 8"):
+        check_resources(totals, "1.2.3.4:6379", 1, 2, nodes=nodes)
+    with pytest.raises(ConfigError, match=r"--gpus-per-run 1 with --cpus-per-run 12: no node"):
+        check_resources(totals, None, 12, 1, nodes=nodes)
+    check_resources(totals, None, 8, 1, nodes=nodes)
+    check_resources(totals, None, 1, 0.5, nodes=[*nodes, {"CPU": 2.0}])

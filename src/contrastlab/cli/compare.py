@@ -58,9 +58,9 @@ HELP = {
     "address": "Ray cluster to use with --backend ray: auto (the cluster `ray start` started here), HOST:PORT of a "
     "head node, or omit to start a private local Ray instance.",
     "cpus_per_run": "CPUs each run declares to Ray, e.g. --cpus-per-run 2 (default: 1); more than the cluster has "
-    "in total is refused.",
+    "in total, or than any one node has, is refused.",
     "gpus_per_run": "GPUs each run declares to Ray, e.g. --gpus-per-run 0.25 packs 4 runs per GPU (default: 0); "
-    "more than the cluster has in total (e.g. any on a cluster without GPUs) is refused.",
+    "more than the cluster has in total (e.g. any on a cluster without GPUs), or than any one node has, is refused.",
     "max_retries": "Ray backend: retries of a run whose process failed or whose worker was lost (default: 2).",
     "shared_fs": "Ray backend: whether workers see --out (default: detected per task through a marker file); "
     "--no-shared-fs always ships finished run directories back to the driver.",

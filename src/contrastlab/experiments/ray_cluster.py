@@ -13,6 +13,7 @@ from __future__ import annotations
 import signal
 import socket
 import threading
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contrastlab.experiments.interrupts import hook_interrupts
@@ -108,9 +109,11 @@ def _connect(ray: Any, address: str | None) -> Any:
     return ray
 
 
-def check_resources(resources: dict[str, float], address: str | None, cpus: float, gpus: float) -> None:
+def check_resources(resources: dict[str, float], address: str | None, cpus: float, gpus: float,
+                    nodes: Sequence[Mapping[str, float]] | None = None) -> None:
     """Refuse a run size the cluster can never schedule (Ray would wait for it forever): ``--gpus-per-run G > 0``
-    with fewer than G GPUs in the whole cluster, or ``--cpus-per-run C`` above its total CPUs. ``resources`` is
+    with fewer than G GPUs in the whole cluster, ``--cpus-per-run C`` above its total CPUs, or (with ``nodes``, each
+    alive node's resources) a run that no single node can hold, since a run executes on one node. ``resources`` is
     ``ray.cluster_resources()``; ``address`` the cluster's real address (not ``auto``)."""
     where = f"the Ray cluster at {address}" if address else "the local Ray instance"
     shown = {"CPU": "CPU {:g}", "GPU": "GPU {:g}", "memory": "memory {:.1f} GiB"}
@@ -122,12 +125,18 @@ def check_resources(resources: dict[str, float], address: str | None, cpus: floa
         raise ConfigError(f"--gpus-per-run {gpus:g}: {where} has {amount} (resources: {have})")
     if cpus > total_cpus:
         raise ConfigError(f"--cpus-per-run {cpus:g}: {where} has only {total_cpus:g} CPU(s) (resources: {have})")
+    if nodes and not any(n.get("GPU", 0.0) >= gpus and n.get("CPU", 0.0) >= cpus for n in nodes):
+        listed = "; ".join(", ".join(f"{k} {n[k]:g}" for k in ("CPU", "GPU") if k in n) or "none" for n in nodes[:8])
+        cluster = f"the Ray cluster at {address}" if address else "the local Ray instance"
+        raise ConfigError(f"--gpus-per-run {gpus:g} with --cpus-per-run {cpus:g}: no node of {cluster} has that much "
+                          f"at once (its nodes: {listed}{' …' if len(nodes) > 8 else ''}); a run executes on one node")
 
 
 def connect_checked(address: str | None, cpus: float, gpus: float) -> Any:
     """:func:`connect`, then :func:`check_resources` against the connected cluster."""
     ray = connect(address)
-    check_resources(dict(ray.cluster_resources()), real_address(ray, address), cpus, gpus)
+    nodes = [dict(node.get("Resources", {})) for node in ray.nodes() if node.get("Alive", True)]
+    check_resources(dict(ray.cluster_resources()), real_address(ray, address), cpus, gpus, nodes=nodes)
     return ray
 
 
