@@ -171,7 +171,7 @@ def check_stop_and_resume(plugin: str, args: Sequence[str], logdir: Path, step: 
     assert code == 0, out
     with sigterm_at(step, when):
         code, out, stopped = train(logdir / "stopped")
-    assert code == 130 and f"stopped after saving a checkpoint at step {step};" in out, out
+    assert code == 143 and f"stopped after saving a checkpoint at step {step};" in out, out  # 128 + SIGTERM
     assert RunDir(stopped).info()["last_checkpoint_step"] == step
     code, resumed = run_cli(["train", "--resume", str(stopped)])
     assert code == 0, resumed

@@ -195,9 +195,10 @@ def test_signals_stop_at_once_where_a_stop_checkpoint_is_not_wanted(why: str,
 
 
 class _SignalledToy:
-    """The example plugin's task, sent SIGTERM by the process itself just before its checkpoint check at a step."""
+    """The example plugin's task, sent SIGTERM (or ``signum``) by the process itself just before its checkpoint check
+    at a step."""
 
-    def __init__(self, at_step: int, opt_in: bool = True) -> None:
+    def __init__(self, at_step: int, opt_in: bool = True, signum: int = signal.SIGTERM) -> None:
         from contrastlab_toy.task import ToyTask
 
         class SignalledToy(ToyTask):
@@ -211,7 +212,7 @@ class _SignalledToy:
                 def signal_then_check(step: int) -> bool:
                     if SignalledToy.armed and step == at_step:
                         SignalledToy.armed = False
-                        deliver(signal.SIGTERM)
+                        deliver(signum)
                     return check(step)
 
                 run.checkpoint_due = signal_then_check
@@ -239,7 +240,7 @@ def test_sigterm_saves_a_checkpoint_at_the_next_step_and_resume_reproduces_the_r
     handler_before = signal.getsignal(signal.SIGTERM)
     with fresh_plugin_manager(contrastlab_toy.plugin, _SignalledToy(at_step=13), package="contrastlab-toy"):
         code, out = run_cli(["train", "--plugin", "toy_signalled", "--logdir", str(tmp_path / "stopped"), *args])
-        assert code == 130, out
+        assert code == 143, out  # 128 + SIGTERM, as a shell reports `kill`, and as compare and tune exit
         assert "stopped after saving a checkpoint at step 13; continue with:" in out and "Traceback" not in out
         (run_dir,) = (tmp_path / "stopped").glob("*/*/*")
         info = json.loads((run_dir / "run.json").read_text())
@@ -273,18 +274,20 @@ def test_an_ignored_ctrl_c_stays_ignored() -> None:
         signal.signal(signal.SIGINT, previous)
 
 
-@pytest.mark.parametrize("at_step", [13, 5])
-def test_a_plugin_that_does_not_opt_in_stops_at_once_as_before(at_step: int, toy_pm: PluginManager,
-                                                               tmp_path: Path) -> None:
+@pytest.mark.parametrize(("at_step", "signum", "exit_code"), [(13, signal.SIGTERM, 143), (5, signal.SIGTERM, 143),
+                                                             (13, signal.SIGINT, 130)])
+def test_a_plugin_that_does_not_opt_in_stops_at_once_as_before(at_step: int, signum: int, exit_code: int,
+                                                               toy_pm: PluginManager, tmp_path: Path) -> None:
+    """It stops at once, with the exit code a shell gives the signal (143 for `kill`, 130 for Ctrl-C)."""
     import contrastlab_toy.plugin
 
-    with fresh_plugin_manager(contrastlab_toy.plugin, _SignalledToy(at_step=at_step, opt_in=False),
+    with fresh_plugin_manager(contrastlab_toy.plugin, _SignalledToy(at_step=at_step, opt_in=False, signum=signum),
                               package="contrastlab-toy"):
         code, out = run_cli(["train", "--plugin", "toy_signalled", "--logdir", str(tmp_path), "--set",
                              "train.steps=40", "--set", "checkpoint_every=10"])
     said = ("interrupted; continue with:" if at_step > 10 else
             "interrupted before its first checkpoint; --resume starts it again from the beginning; continue with:")
-    assert code == 130 and said in out and "stopping at" not in out, out
+    assert code == exit_code and said in out and "stopping at" not in out, out
     (run_dir,) = tmp_path.glob("*/*/*")
     saved = [p.name for p in (run_dir / "checkpoints").glob("*.pt")] if (run_dir / "checkpoints").is_dir() else []
     assert saved == (["step_000000000010.pt"] if at_step > 10 else [])

@@ -168,7 +168,7 @@ def execute(run: Run) -> dict:
             else:
                 saved = "interrupted"
             print_commands(f"{saved}; continue with:", resume_command(run), stderr=True)
-        raise typer.Exit(130) from None
+        raise typer.Exit(128 + int(stop.signum or signal.SIGINT)) from None  # 143 after `kill`, 130 after Ctrl-C
     except Exception as exc:
         run.mark("failed", error=f"{type(exc).__name__}: {exc}")
         if isinstance(exc, StorageError):  # a full disk, a read-only folder: once fixed, --resume continues

@@ -30,10 +30,6 @@ OPT_OUT_VARIABLE = "CONTRASTLAB_CHECKPOINT_ON_STOP"
 """Set to ``0`` to stop at once on the first signal (``platform tune`` does: it never resumes a trial's run)."""
 
 
-def _stop_now(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 class GracefulStop:
     """Context manager installing the SIGINT/SIGTERM handlers of a training run (see the module docstring).
 
@@ -60,6 +56,9 @@ class GracefulStop:
         self.expired = False
         """Whether the grace period ran out before a checkpoint was saved (the run then stopped without one)."""
         self._signum = signal.SIGTERM
+        self.signum: int | None = None
+        """The first stop signal received (``signal.SIGINT`` or ``SIGTERM``), or ``None``: the exit code is
+        ``128 + signum`` (130 for Ctrl-C, 143 for ``kill``), as a shell reports a killed process."""
         self._held = False
         self._closing = False
         self._watcher: threading.Thread | None = None
@@ -77,7 +76,7 @@ class GracefulStop:
             for signum in _SIGNALS:
                 if signal.getsignal(signum) is signal.SIG_IGN and signum == signal.SIGINT:
                     continue  # started with Ctrl-C ignored (`cmd &` in a script): keep ignoring it
-                self._previous[signum] = signal.signal(signum, self._on_signal if self.enabled else _stop_now)
+                self._previous[signum] = signal.signal(signum, self._on_signal if self.enabled else self._stop_now)
         if self.enabled:
             self._watcher = threading.Thread(target=self._watch, name="graceful-stop", daemon=True)
             self._watcher.start()
@@ -93,7 +92,13 @@ class GracefulStop:
             signal.signal(signum, handler)
         self._previous.clear()
 
+    def _stop_now(self, signum: int, frame: FrameType | None) -> None:
+        """A plugin without checkpoint-on-stop: stop at once."""
+        self.signum = self.signum or signum
+        raise KeyboardInterrupt
+
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.signum = self.signum or signum
         if self.expired:  # the grace period ran out: the watcher signalled us
             if self._held:
                 self.expired = False

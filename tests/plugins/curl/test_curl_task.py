@@ -284,7 +284,7 @@ def test_sigterm_mid_episode_saves_the_agent_and_replay_then_resume_finishes(tmp
     sets = [arg for item in TINY for arg in ("--set", item)]
     code, out = run_cli(["train", "--plugin", "curl", "--loss", "pucl", "--device", "cpu", "--logdir",
                          str(tmp_path), *sets])
-    assert code == 130 and sent == [200], out
+    assert code == 143 and sent == [200], out
     assert "stopped after saving a checkpoint at step 200; continue with:" in out, out
     (run_dir,) = tmp_path.glob("*/*/*")
     ckpts = sorted(p.name for p in (run_dir / "checkpoints").glob("*.pt"))
