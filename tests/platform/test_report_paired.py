@@ -143,3 +143,14 @@ def test_a_baseline_alone_in_its_task_is_not_reported_as_missing(tmp_path) -> No
         (line,) = [x for x in pr.paired_lines(groups, baseline) if x.startswith("No comparison")]
         assert "no task has" not in line and "--baseline" not in line, line
         assert "no other configuration shares a task with the baseline (the tasks with one: toy preset=smoke)" in line
+
+
+def test_a_label_with_a_bar_is_escaped_in_the_table_only(tmp_path) -> None:
+    """md_cell's ``\\|`` belongs in table cells; in the sentence naming the baseline (a code span) it showed."""
+    for loss, values in (("infonce", [0.6, 0.7, 0.8]), ("dcl", [0.62, 0.72, 0.83])):
+        for seed, value in enumerate(values, start=1):
+            write_synthetic_run(tmp_path, loss=loss, seed=seed, final={"score": value},
+                                overrides=["--set data.root=a|b"] if loss == "infonce" else [])
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])], rows=[])
+    text = "\n".join(pr.paired_lines(groups, "infonce data.root=a|b"))
+    assert "(`infonce data.root=a|b`)" in text and "| dcl | infonce data.root=a\\|b |" in text, text
