@@ -149,6 +149,7 @@ def test_a_restored_random_state_outlasts_the_seed_of_the_next_reset() -> None:
 
     env = DMCPixelEnv("cartpole", "swingup", render_size=16, seed=3)
     first = start(env, seed=3)
+    env.step(np.zeros(env.action_space.shape))  # a checkpoint in the middle of an episode
     saved = env.random_state()
     second = start(env)
     env.close()
@@ -157,4 +158,23 @@ def test_a_restored_random_state_outlasts_the_seed_of_the_next_reset() -> None:
     again = start(resumed, seed=3)
     assert np.array_equal(again, second) and not np.array_equal(again, first)
     assert not np.array_equal(start(resumed), again)  # restored once, then drawn from as usual
+    resumed.close()
+
+
+def test_a_checkpoint_at_an_episodes_end_resumes_with_the_episode_just_begun() -> None:
+    """SB3 resets the environment as an episode ends, before the callback that checkpoints (periodic checkpoints,
+    every 50k frames in the paper preset, fall on the ends of 1000-frame episodes): the state saved there must be
+    the one that episode's start was drawn from, or the resumed run skips it and starts the one after."""
+    env = DMCPixelEnv("cartpole", "swingup", render_size=16, seed=3)
+    env.reset(seed=3)
+    env.step(np.zeros(env.action_space.shape))
+    env.reset()  # the automatic reset at the episode's end; no step of the new episode yet
+    begun = env._env.physics.get_state().copy()
+    saved = env.random_state()
+    env.close()
+    resumed = DMCPixelEnv("cartpole", "swingup", render_size=16, seed=3)
+    resumed.restore_random_state(saved)
+    assert resumed.random_state() is saved  # a checkpoint before the resumed run's first reset keeps it
+    resumed.reset(seed=3)
+    assert np.array_equal(resumed._env.physics.get_state(), begun)
     resumed.close()

@@ -130,3 +130,27 @@ def test_summary_csv_carries_the_paired_comparison(tmp_path) -> None:
         scipy_stats.ttest_rel([0.62, 0.72, 0.83], [0.60, 0.70, 0.80]).pvalue, rel=1e-5)
     assert float(dcl["paired_ci_low"]) < float(dcl["paired_diff"]) < float(dcl["paired_ci_high"])
     assert all(infonce[k] == "" for k in ("baseline", "paired_n", "paired_diff", "paired_verdict"))
+
+
+def test_a_baseline_alone_in_its_task_is_not_reported_as_missing(tmp_path) -> None:
+    """infonce ran at the smoke preset and dcl at paper, so they are two tasks: the section said no task had an
+    infonce configuration (and, with --baseline infonce, no task had 'infonce'), and told to name one."""
+    for seed, value in enumerate([0.6, 0.7, 0.8], start=1):
+        write_synthetic_run(tmp_path, loss="infonce", seed=seed, final={"score": value}, preset="smoke")
+        write_synthetic_run(tmp_path, loss="dcl", seed=seed, final={"score": value + 0.1}, preset="paper")
+    groups = groups_of(tmp_path)
+    for baseline in (None, "infonce"):
+        (line,) = [x for x in pr.paired_lines(groups, baseline) if x.startswith("No comparison")]
+        assert "no task has" not in line and "--baseline" not in line, line
+        assert "no other configuration shares a task with the baseline (the tasks with one: toy preset=smoke)" in line
+
+
+def test_a_label_with_a_bar_is_escaped_in_the_table_only(tmp_path) -> None:
+    """md_cell's ``\\|`` belongs in table cells; in the sentence naming the baseline (a code span) it showed."""
+    for loss, values in (("infonce", [0.6, 0.7, 0.8]), ("dcl", [0.62, 0.72, 0.83])):
+        for seed, value in enumerate(values, start=1):
+            write_synthetic_run(tmp_path, loss=loss, seed=seed, final={"score": value},
+                                overrides=["--set data.root=a|b"] if loss == "infonce" else [])
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])], rows=[])
+    text = "\n".join(pr.paired_lines(groups, "infonce data.root=a|b"))
+    assert "(`infonce data.root=a|b`)" in text and "| dcl | infonce data.root=a\\|b |" in text, text

@@ -457,6 +457,19 @@ def test_prune_on_a_loss_curve_is_refused_where_the_objective_rises(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_prune_on_a_risk_is_refused_and_only_evaluation_curves_are_offered(tmp_path):
+    """pu's classifier risks are its classifier's losses (lower is better) and passed the check; the refusal offered
+    every other curve as one "that rises", train/epoch, train/lr and throughput among them."""
+    args = ["tune", "--plugin", "pu", "--loss", "dcl", "--preset", "smoke", "--search",
+            "loss.tau_plus=uniform(0.01,0.3)", "--prune-on", "classifier/risk", "--out", str(tmp_path / "pu")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "--prune-on classifier/risk: a loss curve falls" in result.output, result.output
+    assert "test/accuracy" in result.output and "pretrain/labeled_per_batch" not in result.output
+    result = CliRunner().invoke(app, [*BASE, "--prune-on", "train/loss", "--out", str(tmp_path / "recsys")])
+    assert result.exit_code == 2 and "eval/ndcg@20" in result.output, result.output
+    assert "train/epoch" not in result.output and "train/clamped_frac" not in result.output
+
+
 def test_ray_resources_check_needs_one_node_that_fits_a_whole_run():
     """Two 1-GPU nodes hold 2 GPUs in all, but a run asking for 2 GPUs needs them on one node: Ray would wait for
     it forever (the totals passed the check)."""

@@ -161,11 +161,30 @@ def _fmt_p(p: float) -> str:
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def _in_text(label: str) -> str:
+    """``label`` on one line of running text: ``|`` needs no escape outside a table, and in a code span the
+    backslash of :func:`md_cell` would show."""
+    return " ".join(label.split())
+
+
+def _why_none(groups: Sequence[Group], baseline: str | None) -> str:
+    """Why :func:`compare_to_baseline` found nothing to compare: no task has a baseline, or the tasks that have
+    one hold no other configuration of its metric (e.g. infonce ran at one preset and dcl at another, which makes
+    two tasks)."""
+    rows = list(dict.fromkeys(g.row for g in groups))
+    alone = [row for row in rows if choose_baseline(groups, row, baseline) is not None]
+    if alone:
+        return (f"no other configuration shares a task with the baseline (the tasks with one: "
+                f"{', '.join(_in_text(row) for row in alone)}); only configurations of one task are paired")
+    return (f"no task has exactly one configuration of loss `{DEFAULT_BASELINE_LOSS}`; name the baseline with "
+            "`platform report DIR --baseline LABEL`")
+
+
 def paired_lines(groups: Sequence[Group], baseline: str | None = None) -> list[str]:
     """The ``results.md`` section of :func:`compare_to_baseline` (nothing with fewer than two configurations)."""
     if len({g.column for g in groups}) < 2:
         return []
-    which = f"`{md_cell(baseline)}`" if baseline is not None else f"the task's `{DEFAULT_BASELINE_LOSS}` configuration"
+    which = f"`{_in_text(baseline)}`" if baseline is not None else f"the task's `{DEFAULT_BASELINE_LOSS}` configuration"
     lines = [
         "",
         "## Against the baseline, paired by seed",
@@ -180,9 +199,7 @@ def paired_lines(groups: Sequence[Group], baseline: str | None = None) -> list[s
     ]
     pairs = compare_to_baseline(groups, baseline)
     if not pairs:
-        how = ("no task has exactly one configuration of loss "
-               f"`{DEFAULT_BASELINE_LOSS}`" if baseline is None else f"no task has `{md_cell(baseline)}`")
-        return [*lines, f"No comparison: {how}; name the baseline with `platform report DIR --baseline LABEL`."]
+        return [*lines, f"No comparison: {_why_none(groups, baseline)}."]
     lines += ["| task | configuration | baseline | Δ mean [95 % CI] | better in | p | verdict |",
               "|---|---|---|---|---|---|---|"]
     for p in pairs:

@@ -176,17 +176,21 @@ class TuneSpec:
                 f"--prune-on {self.prune_on}: plugin {self.plugin.name} never logs it; its curves: {', '.join(tags)}"
             )
         if self.prune_on and self.plugin.higher_is_better and is_loss_curve(self.prune_on):
-            rising = [t for t in tags if not is_loss_curve(t)]
+            # evaluation scores only: train/lr, train/epoch or a throughput "rise" too, but say nothing of quality
+            scores = [t for t in tags if t.split("/", 1)[0] in ("eval", "test") and not is_loss_curve(t)
+                      and "_std" not in t]
             raise ConfigError(
                 f"--prune-on {self.prune_on}: a loss curve falls as training improves, but the pruner reads it like "
-                f"the objective (higher is better), so it would stop the trials that learn fastest; watch a curve "
-                f"that rises{': ' + ', '.join(rising) if rising else ''}"
+                f"the objective (higher is better), so it would stop the trials that learn fastest; watch an "
+                f"evaluation curve where higher is better{': ' + ', '.join(scores) if scores else ''}"
             )
 
 
 def is_loss_curve(tag: str) -> bool:
-    """Whether ``tag`` names a loss (``train/loss``, ``train/critic_loss_vs_env_frames``): lower is better."""
-    return "loss" in tag.rsplit("/", 1)[-1].lower()
+    """Whether ``tag`` names a loss, lower is better: ``train/loss``, ``train/critic_loss_vs_env_frames``, or a
+    risk (pu's ``classifier/risk``, the PU classifier's loss)."""
+    last = tag.rsplit("/", 1)[-1].lower()
+    return "loss" in last or "risk" in last
 
 
 def ray_pruning_note(spec: TuneSpec) -> str | None:

@@ -189,6 +189,46 @@ def test_a_resume_without_the_replay_buffer_refills_it_with_new_random_actions_a
     assert not any(np.allclose(refill[:3], first_actions[i:i + 3]) for i in range(len(first_actions) - 2))
 
 
+def test_a_resume_from_a_checkpoint_at_an_episodes_end_plays_the_episode_that_began_there(tmp_path: Path,
+                                                                                         monkeypatch) -> None:
+    """cartpole's episodes are 1000 frames, so a checkpoint every 1000 frames (the paper preset's 50k too) comes
+    right after SB3's automatic reset: the resumed run skipped the episode begun there and started the next."""
+    from contrastlab.envs import DMCPixelEnv
+    from contrastlab.plugins.curl import task as curl_task
+
+    replaced = ("train.env_frames", "checkpoint_every", "train.eval_every_frames")
+    sets = [s for s in TINY if s.split("=")[0] not in replaced]
+    task, cfg = CurlTask(), config(*sets, "train.env_frames=2000", "checkpoint_every=1000",
+                                   "train.eval_every_frames=2000")
+    starts: list[tuple[float, ...]] = []
+    training_envs: list[DMCPixelEnv] = []
+    make_env, reset = curl_task.make_env, DMCPixelEnv.reset
+
+    def recording_make_env(config, seed=None):
+        env = make_env(config, seed=seed)
+        if seed == cfg.seed:
+            training_envs.append(env)
+        return env
+
+    def recording_reset(self, **kwargs):
+        out = reset(self, **kwargs)
+        if any(self is env for env in training_envs):
+            starts.append(tuple(self._env.physics.get_state()))
+        return out
+
+    monkeypatch.setattr(curl_task, "make_env", recording_make_env)
+    monkeypatch.setattr(DMCPixelEnv, "reset", recording_reset)
+    run = Run.create(task, cfg, tmp_path)
+    run.finish(task.train(cfg, run))
+    straight = list(starts)
+    for part in (run.dir / "checkpoints").glob("step_000000002000*"):
+        part.unlink()
+    starts.clear()
+    resumed = Run.open(run.dir)
+    task.train(resumed.config, resumed)
+    assert len(straight) == 3 and starts == straight[1:]
+
+
 def test_frames_before_a_checkpoint_without_train_seconds_stay_out_of_the_rate(tmp_path: Path) -> None:
     """A checkpoint from before ``train_seconds`` existed: the frames it holds are not covered by the summed time,
     so they are left out of ``perf/frames_per_second``, and the next checkpoint remembers that for later resumes
