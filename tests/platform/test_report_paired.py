@@ -154,3 +154,18 @@ def test_a_label_with_a_bar_is_escaped_in_the_table_only(tmp_path) -> None:
     groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])], rows=[])
     text = "\n".join(pr.paired_lines(groups, "infonce data.root=a|b"))
     assert "(`infonce data.root=a|b`)" in text and "| dcl | infonce data.root=a\\|b |" in text, text
+
+
+def test_tasks_left_out_of_the_paired_table_are_named(tmp_path) -> None:
+    """A task without the baseline was silently missing from the paired table, as if it had been compared."""
+    for seed, (a, b) in enumerate([(0.60, 0.62), (0.70, 0.72), (0.80, 0.83)], start=1):
+        write_synthetic_run(tmp_path, loss="infonce", seed=seed, overrides=["--set env.task=a"], final={"score": a})
+        write_synthetic_run(tmp_path, loss="dcl", seed=seed, overrides=["--set env.task=a"], final={"score": b})
+        write_synthetic_run(tmp_path, loss="dcl", seed=seed, overrides=["--set env.task=b"], final={"score": b})
+        write_synthetic_run(tmp_path, loss="hcl", seed=seed, overrides=["--set env.task=b"], final={"score": a})
+    text = "\n".join(pr.paired_lines(groups_of(tmp_path)))
+    assert "| toy env.task=a | dcl | infonce |" in text
+    assert "Not compared (no `infonce` configuration in the task): toy env.task=b." in text
+    write_synthetic_run(tmp_path, loss="infonce", seed=1, overrides=["--set env.task=c"], final={"score": 0.5})
+    text = "\n".join(pr.paired_lines(groups_of(tmp_path)))  # a task with the baseline alone is not "without" one
+    assert "Not compared (no `infonce` configuration in the task): toy env.task=b." in text

@@ -213,4 +213,9 @@ def paired_lines(groups: Sequence[Group], baseline: str | None = None) -> list[s
             delta = f"{_signed(p.mean, dec)} [{_signed(p.low, dec)}, {_signed(p.high, dec)}]"
         lines.append(f"| {md_cell(p.row)} | {md_cell(p.column)} | {md_cell(p.baseline)} | {delta} | "
                      f"{p.wins}/{len(p.differences)} seeds | {_fmt_p(p.p_value)} | {p.verdict} |")
+    rows = dict.fromkeys(g.row for g in groups)
+    left = [row for row in rows if choose_baseline(groups, row, baseline) is None]
+    if left:
+        name = f"`{_in_text(baseline)}`" if baseline is not None else f"`{DEFAULT_BASELINE_LOSS}`"
+        lines += ["", f"Not compared (no {name} configuration in the task): {', '.join(map(_in_text, left))}."]
     return lines
