@@ -16,8 +16,10 @@ metric):
   that fails), so with several debiased losses against one baseline the chance of any false "better" stays at
   most 5 %.
 
-With fewer than two pairs there is no interval and no verdict. Equal differences at every seed (``s_d = 0``) give
-p = 0 when they are not zero and p = 1 when they are.
+With fewer than two pairs there is no interval and no verdict. Equal differences at every seed (``s_d = 0``, which
+a discrete metric such as accuracy on a small test set gives by chance) have no t statistic: p = 1 when they are
+zero, else the exact two-sided sign test's ``2 · 0.5ⁿ`` (all ``n`` seeds in one direction), so two or three such
+seeds are not called ``better``.
 """
 
 from __future__ import annotations
@@ -73,15 +75,16 @@ class Paired:
 
 
 def paired_p_value(differences: Sequence[float]) -> float:
-    """The two-sided paired t-test's p-value of ``differences`` (nan below two)."""
+    """The two-sided paired t-test's p-value of ``differences`` (nan below two; equal differences: the sign test's,
+    see the module docstring)."""
     from scipy.stats import t as student_t
 
     d = np.asarray(differences, float)
     if d.size < 2:
         return math.nan
     centre, spread = float(d.mean()), float(d.std(ddof=1))
-    if spread == 0.0 or not math.isfinite(spread):
-        return 1.0 if centre == 0.0 else 0.0
+    if spread == 0.0 or not math.isfinite(spread):  # no t statistic: the exact sign test, all n in one direction
+        return 1.0 if centre == 0.0 else min(1.0, 2.0 * 0.5**d.size)
     statistic = abs(centre) / (spread / math.sqrt(d.size))
     return float(2.0 * student_t.sf(statistic, d.size - 1))
 
