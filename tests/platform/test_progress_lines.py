@@ -250,3 +250,18 @@ def test_a_finished_bar_says_nothing_is_left_even_without_a_rate(monkeypatch) ->
     clock[0] = 2.0
     bar.update(0, eval=34.4)
     assert "800/800 (100%)" in bar.line() and "ETA 00:00:00" in bar.line(), bar.line()
+
+
+def test_a_finished_bar_drops_its_held_eta() -> None:
+    """A curl run with no update at all (its warm-up covers every step) ended its bar on "ETA ? (warm-up ...)" at
+    100 %; the plain line already showed 00:00:00."""
+    from rich.progress import Progress
+
+    from contrastlab.platform.progress import _EtaColumn
+
+    progress = Progress()
+    task_id = progress.add_task("curl", total=10, eta_held="warm-up, no updates yet")
+    column = _EtaColumn()
+    assert "?" in column.render(progress.tasks[0]).plain
+    progress.update(task_id, completed=10)
+    assert "?" not in column.render(progress.tasks[0]).plain

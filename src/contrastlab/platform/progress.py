@@ -38,7 +38,9 @@ class _EtaColumn(TimeRemainingColumn):
         from rich.text import Text
 
         held = task.fields.get("eta_held")
-        return Text(f"? ({held})", style="progress.remaining") if held else super().render(task)
+        if held and not task.finished:
+            return Text(f"? ({held})", style="progress.remaining")
+        return super().render(task)
 
 
 class ProgressBar:
