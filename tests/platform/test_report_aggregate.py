@@ -187,16 +187,21 @@ def test_intervals_are_reproducible(table3, tmp_path):
         assert a == second[name].read_text().replace(str(tmp_path / "r2"), "")
 
 
+def task_grid(root, rows: dict[str, dict[str, list[float]]]) -> list[rs.Group]:
+    """``{task: {loss: [score per seed 1, 2, ...]}}`` written as runs (``env.task`` names the task), then grouped."""
+    for task, cols in rows.items():
+        for loss, vals in cols.items():
+            for seed, v in enumerate(vals, start=1):
+                write_synthetic_run(root, loss=loss, seed=seed, overrides=[f"--set env.task={task}"],
+                                    final={"score": float(v)})
+    return rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([root])])
+
+
 def test_aggregate_over_tasks_is_stratified_iqm(tmp_path):
     """With two task rows the report adds rliable's aggregate: IQM over task × seed with a stratified interval."""
     rows = {"cheetah": {"infonce": [300, 310, 320, 330], "dcl": [340, 350, 360, 370]},
             "walker": {"infonce": [600, 610, 620, 900], "dcl": [640, 650, 660, 670]}}
-    for task, cols in rows.items():
-        for loss, vals in cols.items():
-            for seed, v in enumerate(vals, start=1):
-                write_synthetic_run(tmp_path, loss=loss, seed=seed, overrides=[f"--set env.task={task}"],
-                                    final={"score": float(v)})
-    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    groups = task_grid(tmp_path, rows)
     cols = rt.aggregate_columns(groups)["score"]
     assert set(cols) == {"dcl", "infonce"}
     iqm, lo, hi = rt.aggregate_intervals(cols["infonce"], "iqm")
@@ -425,12 +430,7 @@ def test_no_aggregate_winner_when_seeds_per_task_differ(tmp_path):
     the aggregate named it the separated best."""
     rows = {"cheetah": {"infonce": [300, 301, 302], "dcl": [300]},
             "walker": {"infonce": [600, 601, 602], "dcl": [600, 601, 602]}}
-    for task, cols in rows.items():
-        for loss, vals in cols.items():
-            for seed, v in enumerate(vals, start=1):
-                write_synthetic_run(tmp_path, loss=loss, seed=seed, overrides=[f"--set env.task={task}"],
-                                    final={"score": float(v)})
-    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    groups = task_grid(tmp_path, rows)
     md = rt.markdown(groups)
     aggregate = md[md.index("## Aggregate over 2 tasks") :]
     assert "**dcl**" not in aggregate

@@ -147,28 +147,8 @@ def test_a_resume_without_the_replay_buffer_refills_it_with_new_random_actions_a
     resumed from again. Its environment and action sampler go on from their saved states: the episode begun at the
     resume does not start where the run's first episode did, and the refill's random actions are not the run's
     first ones (both were re-seeded from the config)."""
-    from contrastlab.envs import DMCPixelEnv
-    from contrastlab.plugins.curl import task as curl_task
-
     task, cfg = CurlTask(), config(*TINY, "train.eval_episodes=1")
-    starts: list[tuple[float, ...]] = []  # the training environment's episode starts (evaluation repeats its own)
-    training_envs: list[DMCPixelEnv] = []
-    make_env, reset = curl_task.make_env, DMCPixelEnv.reset
-
-    def recording_make_env(config, seed=None):
-        env = make_env(config, seed=seed)
-        if seed == cfg.seed:
-            training_envs.append(env)
-        return env
-
-    def recording_reset(self, **kwargs):
-        out = reset(self, **kwargs)
-        if any(self is env for env in training_envs):
-            starts.append(tuple(self._env.physics.get_state()))
-        return out
-
-    monkeypatch.setattr(curl_task, "make_env", recording_make_env)
-    monkeypatch.setattr(DMCPixelEnv, "reset", recording_reset)
+    starts = record_episode_starts(monkeypatch, cfg.seed)
     run = Run.create(task, cfg, tmp_path)
     full = task.train(cfg, run)
     run.finish(full)
@@ -193,31 +173,11 @@ def test_a_resume_from_a_checkpoint_at_an_episodes_end_plays_the_episode_that_be
                                                                                          monkeypatch) -> None:
     """cartpole's episodes are 1000 frames, so a checkpoint every 1000 frames (the paper preset's 50k too) comes
     right after SB3's automatic reset: the resumed run skipped the episode begun there and started the next."""
-    from contrastlab.envs import DMCPixelEnv
-    from contrastlab.plugins.curl import task as curl_task
-
     replaced = ("train.env_frames", "checkpoint_every", "train.eval_every_frames")
     sets = [s for s in TINY if s.split("=")[0] not in replaced]
     task, cfg = CurlTask(), config(*sets, "train.env_frames=2000", "checkpoint_every=1000",
                                    "train.eval_every_frames=2000")
-    starts: list[tuple[float, ...]] = []
-    training_envs: list[DMCPixelEnv] = []
-    make_env, reset = curl_task.make_env, DMCPixelEnv.reset
-
-    def recording_make_env(config, seed=None):
-        env = make_env(config, seed=seed)
-        if seed == cfg.seed:
-            training_envs.append(env)
-        return env
-
-    def recording_reset(self, **kwargs):
-        out = reset(self, **kwargs)
-        if any(self is env for env in training_envs):
-            starts.append(tuple(self._env.physics.get_state()))
-        return out
-
-    monkeypatch.setattr(curl_task, "make_env", recording_make_env)
-    monkeypatch.setattr(DMCPixelEnv, "reset", recording_reset)
+    starts = record_episode_starts(monkeypatch, cfg.seed)
     run = Run.create(task, cfg, tmp_path)
     run.finish(task.train(cfg, run))
     straight = list(starts)
@@ -277,6 +237,33 @@ def test_a_refill_cut_by_a_stop_goes_on_after_the_next_resume(tmp_path: Path) ->
     assert state["step"] == 200 and "replay_buffer" in state and state["agent"]["learning_starts"] == 30
     resumed = Run.open(run.dir)
     assert task.train(resumed.config, resumed)["train/updates"] == 20
+
+
+def record_episode_starts(monkeypatch, run_seed: int) -> list[tuple[float, ...]]:
+    """The physics state at every reset of the training environment (the one built with ``run_seed``;
+    evaluation environments repeat their own starts by design), appended as the runs go."""
+    from contrastlab.envs import DMCPixelEnv
+    from contrastlab.plugins.curl import task as curl_task
+
+    starts: list[tuple[float, ...]] = []
+    training_envs: list[DMCPixelEnv] = []
+    make_env, reset = curl_task.make_env, DMCPixelEnv.reset
+
+    def recording_make_env(config, seed=None):
+        env = make_env(config, seed=seed)
+        if seed == run_seed:
+            training_envs.append(env)
+        return env
+
+    def recording_reset(self, **kwargs):
+        out = reset(self, **kwargs)
+        if any(self is env for env in training_envs):
+            starts.append(tuple(self._env.physics.get_state()))
+        return out
+
+    monkeypatch.setattr(curl_task, "make_env", recording_make_env)
+    monkeypatch.setattr(DMCPixelEnv, "reset", recording_reset)
+    return starts
 
 
 def run_actions(run_dir: Path) -> np.ndarray:
