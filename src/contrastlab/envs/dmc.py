@@ -75,7 +75,7 @@ def _camera_limits(domain: str, task: str) -> tuple[int, int, int]:
     env = suite.load(domain, task, task_kwargs={"random": 0})
     model = env.physics.model
     limits = int(model.ncam), int(model.vis.global_.offwidth), int(model.vis.global_.offheight)
-    env.close()
+    env.physics.free()
     return limits
 
 
@@ -101,7 +101,7 @@ def check_rendering() -> str:
         env = suite.load("cartpole", "balance", task_kwargs={"random": 0})
         env.reset()
         env.physics.render(8, 8, camera_id=0)
-        env.close()
+        env.physics.free()  # its GL context now, not when garbage collected (dm-control's close() frees nothing)
     except Exception as exc:  # the GL stack raises many types (ImportError, RuntimeError, OSError, ...)
         raise DeviceError(
             f"MuJoCo cannot render headless with MUJOCO_GL={backend} ({type(exc).__name__}: {exc}); install EGL "
@@ -229,9 +229,12 @@ class DMCPixelEnv(gym.Env):
         return self._env.physics.render(size, size, camera_id=self.camera_id)
 
     def close(self) -> None:
-        """Release the renderer and the physics."""
+        """Release the renderer and the physics' rendering contexts now (dm-control's own ``close`` is dm_env's no-op:
+        the GL context was freed whenever it was garbage collected, from whichever thread that happened in)."""
         self._camera = None  # type: ignore[assignment]
         self._env.close()
+        if getattr(self._env.physics, "_contexts", None):
+            self._env.physics.free()
 
     # ------------------------------------------------------------------ helpers
     def _render_frame(self) -> np.ndarray:
