@@ -146,7 +146,10 @@ def _quiet_stderr() -> Iterator[None]:
 
 
 def peak_bytes(fn: Callable[[], torch.Tensor], device: torch.device) -> int:
-    """Peak bytes allocated during ``fn().backward()`` above the level before it (see the module doc)."""
+    """Peak bytes allocated during ``fn().backward()`` above the level before it (see the module doc), measured
+    on a second call: one-time allocations of a first call (cuBLAS's workspace at the process's first matmul on
+    CUDA, kept for the process) are no part of any loss's peak."""
+    fn().backward()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         base = torch.cuda.memory_allocated(device)
