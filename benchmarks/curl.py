@@ -95,7 +95,9 @@ def bench_updates(batch: int, updates: int, rounds: int, device: str, fill: int 
     )
     for model in (ours, stock):
         model.learn(fill)  # random-action transitions only (learning_starts not reached)
-        model.train(gradient_steps=1, batch_size=batch)  # warm-up
+        # warm-up: 2 updates, so that the actor/α/target update (every second one) has run once too; with 1, the
+        # first timed round paid that path's one-time setup (≈ 2.7 vs 0.42 s per update of ours on the 2-core VM)
+        model.train(gradient_steps=2, batch_size=batch)
     t_ours, t_stock = [], []
     for _ in range(rounds):
         t_ours.append(time_updates(ours, batch, updates))
@@ -104,8 +106,11 @@ def bench_updates(batch: int, updates: int, rounds: int, device: str, fill: int 
 
 
 def interleaved(fns: dict[str, Any], rounds: int, remote: bool = False) -> dict[str, list[float]]:
-    """Seconds of each ``fn()`` per round, the functions alternating within every round (A/B/A/B...); with
-    ``remote`` the ``reference`` function returns its own (child-process) seconds."""
+    """Seconds of each ``fn()`` per round, the functions alternating within every round (A/B/A/B...), after one
+    untimed call of each (its one-time setup: kernels, buffers, page faults); with ``remote`` the ``reference``
+    function returns its own (child-process) seconds."""
+    for fn in fns.values():
+        fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
@@ -174,7 +179,6 @@ def vs_reference(batch: int, rounds: int, transitions: list, reference_dir: Path
     malloc = f"agent.tune_malloc={str(tune_malloc).lower()}"
     ours = build_ours("cpu", batch, transitions, sets=(malloc,))
     ours_bf16 = build_ours("cpu", batch, transitions, sets=(malloc, "agent.bf16=true"))
-    ours_bf16.train(gradient_steps=2, batch_size=batch)  # warm-up
 
     def ours_sample() -> None:  # + the float cast the reference's sample_cpc does to its crops
         views, data = ours.sample_views(batch)
@@ -196,7 +200,6 @@ def vs_reference(batch: int, rounds: int, transitions: list, reference_dir: Path
                 encoder.trunk(obs).sum().backward()
         encoder.zero_grad(set_to_none=True)
 
-    ours.train(gradient_steps=2, batch_size=batch)  # warm-up
     if remote:
         ref = _RemoteReference(batch, fill, reference_dir)
         ref_update, ref_sample = (lambda: ref.run("update")), (lambda: ref.run("sample"))
@@ -210,9 +213,9 @@ def vs_reference(batch: int, rounds: int, transitions: list, reference_dir: Path
                 step[0] += 1
                 agent.update(buffer, logger, step[0])
 
-        ref_update()  # warm-up
         ref_sample = buffer.sample_cpc
         ref_input = lambda: reference_input(buffer)  # noqa: E731
+    # interleaved() warms every function once (before, the conv-floor and sampling rows had no warm-up)
     times = interleaved({"ours": lambda: ours.train(gradient_steps=2, batch_size=batch), "reference": ref_update,
                          "ours_bf16": lambda: ours_bf16.train(gradient_steps=2, batch_size=batch),
                          "ours_conv": ours_conv}, rounds, remote)

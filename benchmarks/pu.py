@@ -99,8 +99,8 @@ def main() -> None:
         logdir = args.logdir or Path(tmp)
         for n_labeled in args.n_labeled:
             print(f"## n_L = {n_labeled}\n")
-            print("| method | loss hyperparameters (seed 1) | test accuracy % | test F1 % | test ROC-AUC % "
-                  "| wall s / run |")
+            print(f"| method | loss hyperparameters (seed {args.seeds[0]}) | test accuracy % | test F1 % "
+                  "| test ROC-AUC % | wall s / run |")
             print("|---|---|---|---|---|---|")
             for label in args.methods:
                 method, loss, extra = METHODS[label]

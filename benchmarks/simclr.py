@@ -69,13 +69,21 @@ def pil_pipeline(img: np.ndarray, spec, rng: random.Random) -> torch.Tensor:
     return t
 
 
-def time_it(fn, repeats: int) -> float:
-    """Median seconds of ``fn()`` over ``repeats`` runs after one warm-up."""
+def time_it(fn, repeats: int, device: torch.device) -> float:
+    """Median seconds of ``fn()`` over ``repeats`` runs after one warm-up; on CUDA each run is timed from an idle
+    device until its queued work is done (``aug.views`` returns once its kernels are queued)."""
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     fn()
+    sync()
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - t)
     return float(np.median(times))
 
@@ -127,15 +135,13 @@ def main() -> None:
             opt.zero_grad()
             loss.backward()
             opt.step()
-            if dev.type == "cuda":
-                torch.cuda.synchronize()
         return run
 
     rows = []
     for name, fn in (("batched (ours)", batched), ("per-sample torch loop", per_sample_torch),
                      ("per-sample PIL loop", per_sample_pil)):
-        t_aug = time_it(fn, args.repeats)
-        t_step = time_it(step(fn), args.repeats)
+        t_aug = time_it(fn, args.repeats, dev)
+        t_step = time_it(step(fn), args.repeats, dev)
         rows.append((name, args.batch / t_aug, args.batch / t_step))
     print(f"simclr benchmark: {args.dataset} {channels}x{size}px, batch {args.batch} x 2 views, encoder "
           f"{args.encoder}, device {dev}, torch {torch.__version__}, threads {torch.get_num_threads()}, "
