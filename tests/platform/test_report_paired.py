@@ -23,6 +23,11 @@ def groups_of(root) -> list[rs.Group]:
     return rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([root])])
 
 
+def paired_text_lines(groups: list[rs.Group], baseline: str | None = None) -> list[str]:
+    """The results.md section, as build_report makes it: the pairs computed once, then shown."""
+    return pr.paired_lines(groups, pr.compare_to_baseline(groups, baseline), baseline)
+
+
 def write(root, loss: str, values: list[float], tau: float | None = None, seeds=None) -> None:
     for seed, value in zip(seeds or range(1, len(values) + 1), values, strict=True):
         write_synthetic_run(root, loss=loss, seed=seed, overrides=[f"{TAU}{tau}"] if tau is not None else [],
@@ -93,7 +98,7 @@ def test_one_seed_has_no_verdict(tmp_path) -> None:
     write(tmp_path, "dcl", [0.7])
     (pair,) = pr.compare_to_baseline(groups_of(tmp_path))
     assert pair.verdict == "–" and math.isnan(pair.low)
-    assert "| +0.1000 (n=1) | 1/1 seeds | – | – |" in "\n".join(pr.paired_lines(groups_of(tmp_path)))
+    assert "| +0.1000 (n=1) | 1/1 seeds | – | – |" in "\n".join(paired_text_lines(groups_of(tmp_path)))
 
 
 def test_the_baseline_is_infonce_unless_named_and_a_wrong_name_is_one_line(tmp_path) -> None:
@@ -102,7 +107,7 @@ def test_the_baseline_is_infonce_unless_named_and_a_wrong_name_is_one_line(tmp_p
     groups = groups_of(tmp_path)
     assert pr.compare_to_baseline(groups) == []
     assert "No comparison: no task has exactly one configuration of loss `infonce`" in "\n".join(
-        pr.paired_lines(groups))
+        paired_text_lines(groups))
     (pair,) = pr.compare_to_baseline(groups, baseline="dcl tau_plus=0.1")
     assert pair.column == "dcl tau_plus=0.05" and pair.verdict == "better"
     with pytest.raises(ConfigError, match=re.escape("--baseline 'dcl' is not a configuration of this report; "
@@ -149,7 +154,7 @@ def test_a_baseline_alone_in_its_task_is_not_reported_as_missing(tmp_path) -> No
         write_synthetic_run(tmp_path, loss="dcl", seed=seed, final={"score": value + 0.1}, preset="paper")
     groups = groups_of(tmp_path)
     for baseline in (None, "infonce"):
-        (line,) = [x for x in pr.paired_lines(groups, baseline) if x.startswith("No comparison")]
+        (line,) = [x for x in paired_text_lines(groups, baseline) if x.startswith("No comparison")]
         assert "no task has" not in line and "--baseline" not in line, line
         assert "no other configuration shares a task with the baseline (the tasks with one: toy preset=smoke)" in line
 
@@ -161,7 +166,7 @@ def test_a_label_with_a_bar_is_escaped_in_the_table_only(tmp_path) -> None:
             write_synthetic_run(tmp_path, loss=loss, seed=seed, final={"score": value},
                                 overrides=["--set data.root=a|b"] if loss == "infonce" else [])
     groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])], rows=[])
-    text = "\n".join(pr.paired_lines(groups, "infonce data.root=a|b"))
+    text = "\n".join(paired_text_lines(groups, "infonce data.root=a|b"))
     assert "(`infonce data.root=a|b`)" in text and "| dcl | infonce data.root=a\\|b |" in text, text
 
 
@@ -172,9 +177,9 @@ def test_tasks_left_out_of_the_paired_table_are_named(tmp_path) -> None:
         write_synthetic_run(tmp_path, loss="dcl", seed=seed, overrides=["--set env.task=a"], final={"score": b})
         write_synthetic_run(tmp_path, loss="dcl", seed=seed, overrides=["--set env.task=b"], final={"score": b})
         write_synthetic_run(tmp_path, loss="hcl", seed=seed, overrides=["--set env.task=b"], final={"score": a})
-    text = "\n".join(pr.paired_lines(groups_of(tmp_path)))
+    text = "\n".join(paired_text_lines(groups_of(tmp_path)))
     assert "| toy env.task=a | dcl | infonce |" in text
     assert "Not compared (no `infonce` configuration in the task): toy env.task=b." in text
     write_synthetic_run(tmp_path, loss="infonce", seed=1, overrides=["--set env.task=c"], final={"score": 0.5})
-    text = "\n".join(pr.paired_lines(groups_of(tmp_path)))  # a task with the baseline alone is not "without" one
+    text = "\n".join(paired_text_lines(groups_of(tmp_path)))  # a task with the baseline alone is not "without" one
     assert "Not compared (no `infonce` configuration in the task): toy env.task=b." in text

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -112,6 +112,11 @@ def choose_baseline(groups: Sequence[Group], row: str, baseline: str | None) -> 
     return standard[0] if len(standard) == 1 else None
 
 
+def baselines(groups: Sequence[Group], baseline: str | None) -> dict[str, Group | None]:
+    """Every task row's :func:`choose_baseline`, in the rows' order."""
+    return {row: choose_baseline(groups, row, baseline) for row in dict.fromkeys(g.row for g in groups)}
+
+
 def check_baseline(groups: Sequence[Group], baseline: str | None) -> None:
     """A named ``--baseline`` must be a configuration label of the report (one-line error listing them)."""
     if baseline is None:
@@ -144,13 +149,12 @@ def compare_to_baseline(groups: Sequence[Group], baseline: str | None = None) ->
     """Every configuration against its task's baseline (:func:`choose_baseline`), with Holm verdicts per task;
     tasks without a baseline are left out."""
     out: list[Paired] = []
-    for row in dict.fromkeys(g.row for g in groups):
-        base = choose_baseline(groups, row, baseline)
+    for row, base in baselines(groups, baseline).items():
         if base is None or base.primary == "":
             continue
         pairs = [_pair(g, base) for g in groups if g.row == row and g is not base and g.primary == base.primary]
         rejected = holm_rejections([p.p_value for p in pairs])
-        out += [Paired(**{**p.__dict__, "verdict": _verdict(p, r)}) for p, r in zip(pairs, rejected, strict=True)]
+        out += [replace(p, verdict=_verdict(p, r)) for p, r in zip(pairs, rejected, strict=True)]
     return out
 
 
@@ -170,12 +174,10 @@ def _in_text(label: str) -> str:
     return " ".join(label.split())
 
 
-def _why_none(groups: Sequence[Group], baseline: str | None) -> str:
+def _why_none(alone: Sequence[str]) -> str:
     """Why :func:`compare_to_baseline` found nothing to compare: no task has a baseline, or the tasks that have
-    one hold no other configuration of its metric (e.g. infonce ran at one preset and dcl at another, which makes
-    two tasks)."""
-    rows = list(dict.fromkeys(g.row for g in groups))
-    alone = [row for row in rows if choose_baseline(groups, row, baseline) is not None]
+    one (``alone``) hold no other configuration of its metric (e.g. infonce ran at one preset and dcl at another,
+    which makes two tasks)."""
     if alone:
         return (f"no other configuration shares a task with the baseline (the tasks with one: "
                 f"{', '.join(_in_text(row) for row in alone)}); only configurations of one task are paired")
@@ -183,8 +185,9 @@ def _why_none(groups: Sequence[Group], baseline: str | None) -> str:
             "`platform report DIR --baseline LABEL`")
 
 
-def paired_lines(groups: Sequence[Group], baseline: str | None = None) -> list[str]:
-    """The ``results.md`` section of :func:`compare_to_baseline` (nothing with fewer than two configurations)."""
+def paired_lines(groups: Sequence[Group], pairs: Sequence[Paired], baseline: str | None = None) -> list[str]:
+    """The ``results.md`` section showing ``pairs``, :func:`compare_to_baseline` of ``groups`` against ``baseline``
+    (nothing with fewer than two configurations)."""
     if len({g.column for g in groups}) < 2:
         return []
     which = f"`{_in_text(baseline)}`" if baseline is not None else f"the task's `{DEFAULT_BASELINE_LOSS}` configuration"
@@ -200,9 +203,9 @@ def paired_lines(groups: Sequence[Group], baseline: str | None = None) -> list[s
         "non-overlapping intervals cannot.",
         "",
     ]
-    pairs = compare_to_baseline(groups, baseline)
+    bases = baselines(groups, baseline)
     if not pairs:
-        return [*lines, f"No comparison: {_why_none(groups, baseline)}."]
+        return [*lines, f"No comparison: {_why_none([row for row, base in bases.items() if base is not None])}."]
     lines += ["| task | configuration | baseline | Δ mean [95 % CI] | better in | p | verdict |",
               "|---|---|---|---|---|---|---|"]
     for p in pairs:
@@ -216,8 +219,7 @@ def paired_lines(groups: Sequence[Group], baseline: str | None = None) -> list[s
             delta = f"{_signed(p.mean, dec)} [{_signed(p.low, dec)}, {_signed(p.high, dec)}]"
         lines.append(f"| {md_cell(p.row)} | {md_cell(p.column)} | {md_cell(p.baseline)} | {delta} | "
                      f"{p.wins}/{len(p.differences)} seeds | {_fmt_p(p.p_value)} | {p.verdict} |")
-    rows = dict.fromkeys(g.row for g in groups)
-    left = [row for row in rows if choose_baseline(groups, row, baseline) is None]
+    left = [row for row, base in bases.items() if base is None]
     if left:
         name = f"`{_in_text(baseline)}`" if baseline is not None else f"`{DEFAULT_BASELINE_LOSS}`"
         lines += ["", f"Not compared (no {name} configuration in the task): {', '.join(map(_in_text, left))}."]

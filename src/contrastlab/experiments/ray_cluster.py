@@ -127,8 +127,7 @@ def check_resources(resources: dict[str, float], address: str | None, cpus: floa
         raise ConfigError(f"--cpus-per-run {cpus:g}: {where} has only {total_cpus:g} CPU(s) (resources: {have})")
     if nodes and not any(n.get("GPU", 0.0) >= gpus and n.get("CPU", 0.0) >= cpus for n in nodes):
         listed = "; ".join(", ".join(f"{k} {n[k]:g}" for k in ("CPU", "GPU") if k in n) or "none" for n in nodes[:8])
-        cluster = f"the Ray cluster at {address}" if address else "the local Ray instance"
-        raise ConfigError(f"--gpus-per-run {gpus:g} with --cpus-per-run {cpus:g}: no node of {cluster} has that much "
+        raise ConfigError(f"--gpus-per-run {gpus:g} with --cpus-per-run {cpus:g}: no node of {where} has that much "
                           f"at once (its nodes: {listed}{' …' if len(nodes) > 8 else ''}); a run executes on one node")
 
 

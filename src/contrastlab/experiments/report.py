@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from contrastlab.experiments.paired import check_baseline, paired_lines
+from contrastlab.experiments.paired import check_baseline, compare_to_baseline, paired_lines
 from contrastlab.experiments.plots import curve_tags, plot_aggregate, plot_curves, plot_final
 from contrastlab.experiments.results import Group, RunRecord, find_run_dirs, group_runs, load_curves, load_run
 from contrastlab.experiments.tables import markdown, write_csv, write_summary_csv
@@ -187,10 +187,11 @@ def build_report(
     tags = curve_tags(groups, tag=curve)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.md").write_text(markdown(groups, curve_tags=tags, after_main=paired_lines(groups, baseline)))
+    pairs = compare_to_baseline(groups, baseline)
+    (out / "results.md").write_text(markdown(groups, curve_tags=tags, after_main=paired_lines(groups, pairs, baseline)))
     return {
         "results.csv": write_csv(groups, out / "results.csv"),
-        "summary.csv": write_summary_csv(groups, out / "summary.csv", baseline=baseline),
+        "summary.csv": write_summary_csv(groups, out / "summary.csv", pairs),
         "results.md": out / "results.md",
         "curves.png": plot_curves(groups, out / "curves.png", tags=tags),
         "aggregate.png": plot_aggregate(groups, out / "aggregate.png", tags=tags),

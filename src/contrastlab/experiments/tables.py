@@ -19,7 +19,7 @@ import numpy as np
 
 from contrastlab.experiments import stats as st
 from contrastlab.experiments.formatting import decimals, fmt_interval, fmt_mean_std, md_cell
-from contrastlab.experiments.paired import compare_to_baseline
+from contrastlab.experiments.paired import Paired
 from contrastlab.experiments.results import Group
 
 CI_NOTE = (
@@ -297,12 +297,13 @@ def write_csv(groups: Sequence[Group], path: Path) -> Path:
     return path
 
 
-def write_summary_csv(groups: Sequence[Group], path: Path, baseline: str | None = None) -> Path:
+def write_summary_csv(groups: Sequence[Group], path: Path, pairs: Sequence[Paired] = ()) -> Path:
     """``summary.csv``: one row per configuration: n, mean, std, 95 % CI, IQM with its CI, the task's verdict
-    (``best``, ``tie`` for a configuration tied with the leader, empty otherwise), and the paired comparison
-    against the task's baseline (:mod:`.paired`; empty for the baseline itself and tasks without one)."""
+    (``best``, ``tie`` for a configuration tied with the leader, empty otherwise), and its entry of ``pairs``, the
+    paired comparison against the task's baseline (:func:`.paired.compare_to_baseline`; empty for the baseline
+    itself and tasks without one)."""
     judged = verdicts(groups)
-    paired = {(p.row, p.column): p for p in compare_to_baseline(groups, baseline)}
+    paired = {(p.row, p.column): p for p in pairs}
     head = ["task", "configuration", "metric", "higher_is_better", "n", "runs", "mean", "std", "ci_low", "ci_high"]
     head += ["iqm", "iqm_low", "iqm_high", "verdict", "baseline", "paired_n", "paired_diff", "paired_ci_low",
              "paired_ci_high", "paired_wins", "paired_p", "paired_verdict"]
