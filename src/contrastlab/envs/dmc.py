@@ -162,8 +162,8 @@ class DMCPixelEnv(gym.Env):
         self._frames: deque[np.ndarray] = deque(maxlen=frame_stack)
         self._last_frame: np.ndarray | None = None
         self._restored_random: tuple[Any, ...] | None = None
-        self._episode_random: tuple[Any, ...] | None = None  # the state the last reset drew its start from, ...
-        self._stepped = False  # ... until the episode's first step
+        self._episode_random: tuple[Any, ...] | None = None  # the state the last reset drew its start from, until
+        # the episode's first step
 
     def random_state(self) -> tuple[Any, ...]:
         """The state of the task's initial-state randomness (numpy ``RandomState.get_state()``), for checkpoints:
@@ -172,7 +172,7 @@ class DMCPixelEnv(gym.Env):
         for the next reset (:meth:`restore_random_state`), else the current one."""
         if self._restored_random is not None:
             return self._restored_random
-        if not self._stepped and self._episode_random is not None:
+        if self._episode_random is not None:
             return self._episode_random
         return self._env.task.random.get_state()
 
@@ -191,7 +191,7 @@ class DMCPixelEnv(gym.Env):
         if self._restored_random is not None:
             self._env.task.random.set_state(self._restored_random)
             self._restored_random = None
-        self._episode_random, self._stepped = self._env.task.random.get_state(), False
+        self._episode_random = self._env.task.random.get_state()
         self._env.reset()
         frame = self._render_frame()
         for _ in range(self.frame_stack):
@@ -204,7 +204,7 @@ class DMCPixelEnv(gym.Env):
         if not np.all(np.isfinite(action)):
             raise ValueError(f"action contains non-finite values: {action}")
         action = np.clip(action, -1.0, 1.0)
-        self._stepped = True
+        self._episode_random = None  # the episode has begun: the current state draws the next one
         scaled = self._act_low + (action + 1.0) * 0.5 * (self._act_high - self._act_low)
         reward, frames, terminated, truncated = 0.0, 0, False, False
         for _ in range(self.action_repeat):

@@ -177,8 +177,8 @@ class _TrainLoop(BaseCallback):
         (``final``: after the last step; a pending Ctrl-C then lets the run finish)."""
         self.state["last_ckpt_frames"] = self.frames
         state: dict[str, Any] = {"agent": self.model.training_state(),
-                                 "loop": {**self.state, "train_seconds": self.train_seconds()}}
-        state["env_random"] = self.training_env.env_method("random_state")[0]  # episode starts after a resume
+                                 "loop": {**self.state, "train_seconds": self.train_seconds()},
+                                 "env_random": self.training_env.env_method("random_state")[0]}  # episode starts
         if self.config.train.save_buffer:
             state["replay_buffer"] = self.model.replay_buffer.state_dict()
         self.run.save_checkpoint(state, step=self.frames, latest_only=("replay_buffer",), final=final)
