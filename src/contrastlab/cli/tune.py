@@ -157,7 +157,7 @@ def add_tune_commands(app: typer.Typer) -> None:
 
             write_tables(the_study, out_dir, task.primary_metric)
             write_plots(the_study, out_dir, task.primary_metric)
-        best = tn.write_best(the_study, spec)
+        best, top = tn.write_best(the_study, spec), tn.best_trial(the_study)  # read once for the lines below
         say((out_dir / "trials.md").read_text())
         for name_ in ("trials.csv", "trials.md", "history.png", "importance.png"):
             say(f"{name_:15s} {out_dir / name_}")
@@ -167,11 +167,11 @@ def add_tune_commands(app: typer.Typer) -> None:
             print_commands(
                 "Train the best config:", shell_command("platform", "train", "--plugin", task.name, "--config", best)
             )
-        elif tn.best_trial(the_study) is not None:  # its runs are on the machine of another worker of --storage
+        elif top is not None:  # its runs are on the machine of another worker of --storage
             say(f"{'best.json':15s} {out_dir / 'best.json'} (best.yaml: the best trial's runs are not on this "
-                f"machine: {tn.best_trial(the_study).user_attrs.get('dir', '?')})")
+                f"machine: {top.user_attrs.get('dir', '?')})")
         if gave_up is not None:
             raise gave_up
-        if tn.best_trial(the_study) is None:
+        if top is None:
             err_console.print("no trial completed; see trials.md and the logs under trials/", soft_wrap=True)
             raise typer.Exit(1)
