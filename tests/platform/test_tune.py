@@ -221,23 +221,33 @@ with open(run_dir / "metrics.jsonl", "a", buffering=1) as fh:
 FAKE_TRAIN = fake_train(400, 0.1)  # 40 s: pruned at its first point, long before (even on a busy machine)
 
 
-def test_pruning_reads_the_curve_while_the_run_trains_and_stops_it(tmp_path, monkeypatch):
+def pruning_setup(tmp_path, monkeypatch, script: str, earlier_steps: int, seeds: list[int], poll: float):
+    """A study whose one finished trial reported 1.0 at ``earlier_steps`` steps (the median a new trial is judged
+    against), and a tune spec whose runs are the fake ``platform train`` ``script``."""
     from types import SimpleNamespace
 
     from contrastlab.experiments import runner
     from contrastlab.experiments import tune as tn
 
-    script = tmp_path / "fake_train.py"
-    script.write_text(FAKE_TRAIN)
-    monkeypatch.setattr(runner, "platform_base_command", lambda: [sys.executable, str(script)])
+    path = tmp_path / "fake_train.py"
+    path.write_text(script)
+    monkeypatch.setattr(runner, "platform_base_command", lambda: [sys.executable, str(path)])
     study = optuna.create_study(direction="maximize", pruner=optuna.pruners.MedianPruner(n_startup_trials=1))
     earlier = study.ask()
-    for step in range(40):
+    for step in range(earlier_steps):
         earlier.report(1.0, step)
     study.tell(earlier, 1.0)
     plugin = SimpleNamespace(name="fake", primary_metric="eval/score", higher_is_better=True)
-    spec = tn.TuneSpec(plugin, "dcl", "smoke", [], [tn.parse_search("loss.tau_plus=uniform(0.01,0.3)")], [1], tmp_path)
-    spec.poll = 0.1
+    spec = tn.TuneSpec(plugin, "dcl", "smoke", [], [tn.parse_search("loss.tau_plus=uniform(0.01,0.3)")], seeds,
+                       tmp_path)
+    spec.poll = poll
+    return study, spec
+
+
+def test_pruning_reads_the_curve_while_the_run_trains_and_stops_it(tmp_path, monkeypatch):
+    from contrastlab.experiments import tune as tn
+
+    study, spec = pruning_setup(tmp_path, monkeypatch, FAKE_TRAIN, 40, [1], poll=0.1)
     trial = study.ask()
     (point,) = spec.points({"loss.tau_plus": "0.1"})
     start = time.monotonic()
@@ -277,23 +287,10 @@ def test_a_trial_records_its_driver_before_anything_else(tmp_path):
 def test_a_run_that_finished_is_pruned_only_when_the_trial_has_more_seeds(tmp_path, monkeypatch, seeds):
     """A run that ends between two reads of its curve: below the median, a one-seed trial still completes with its
     value (pruning it lost a result already paid for); a trial with more seeds is pruned, so they do not run."""
-    from types import SimpleNamespace
-
-    from contrastlab.experiments import runner
     from contrastlab.experiments import tune as tn
 
-    script = tmp_path / "fake_train.py"
-    script.write_text(fake_train(3, 0.0))
-    monkeypatch.setattr(runner, "platform_base_command", lambda: [sys.executable, str(script)])
-    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.MedianPruner(n_startup_trials=1))
-    earlier = study.ask()
-    for step in range(3):
-        earlier.report(1.0, step)
-    study.tell(earlier, 1.0)
-    plugin = SimpleNamespace(name="fake", primary_metric="eval/score", higher_is_better=True)
-    spec = tn.TuneSpec(plugin, "dcl", "smoke", [], [tn.parse_search("loss.tau_plus=uniform(0.01,0.3)")], seeds,
-                       tmp_path)
-    spec.poll = 5.0  # the run ends before the driver reads its curve again
+    # poll 5 s: the run ends before the driver reads its curve again
+    study, spec = pruning_setup(tmp_path, monkeypatch, fake_train(3, 0.0), 3, seeds, poll=5.0)
     trial = study.ask()
     point = spec.points({"loss.tau_plus": "0.1"})[0]
     if len(seeds) == 1:
