@@ -67,3 +67,19 @@ def test_cuda_bf16_autocast_is_finite_and_close(name, ref):
     mixed.backward()
     assert all(torch.isfinite(p.grad).all() for p in proj.parameters())
     assert abs(float(mixed) - float(full)) < 0.05 * abs(float(full)) + 1e-3
+
+
+def test_cuda_queue_follows_the_queries_device():
+    """A queue sampler built (or restored from a checkpoint) on the CPU and never ``.to(device)``-ed works with CUDA
+    embeddings: its buffers move to the queries' device at the first call and keep the FIFO's contents."""
+    cpu = cl.make_sampler("queue", size=6, temperature=0.5)
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(4, 8, generator=g), torch.randn(4, 8, generator=g)
+    cpu(q, k)  # fills 4 slots on the CPU
+    moved = cl.make_sampler("queue", size=6, temperature=0.5)
+    moved.load_state_dict(cpu.state_dict())
+    batch = moved(q.cuda(), k.cuda())
+    expected = cpu(q, k)
+    assert moved.keys.is_cuda and moved.key_labels.is_cuda and moved.ptr.is_cuda
+    assert torch.allclose(batch.neg_logits.cpu(), expected.neg_logits, atol=1e-5)
+    assert torch.equal(batch.neg_mask.cpu(), expected.neg_mask)

@@ -8,7 +8,8 @@ CVPR 2020; PUCL (Wang et al. 2024) runs MoCo with ``N = 4096``.
 the very first call has an empty queue, hence no negatives). After building the batch, ``k`` is enqueued
 (detached, normalised, oldest entries overwritten) with its labels (−1 when none are given). The caller
 detaches ``k`` (momentum encoder). Distributed: keys and labels of all ranks are gathered before they are
-enqueued (every rank holds the same queue), as MoCo does; the queue itself never carries gradient.
+enqueued (every rank holds the same queue), as MoCo does; the queue itself never carries gradient. The queue
+follows the queries' device (a sampler built or restored on the CPU and called with CUDA embeddings moves there).
 Contract: ``accepts = {"queue"}`` (stateful: call it once per optimisation step and checkpoint its state).
 """
 
@@ -84,6 +85,8 @@ class QueueSampler(Sampler):
         k = check_embeddings(k, self.name, "k", q.shape[0], q.shape[1])
         lab = check_labels(labels, self.name, q.shape[0], q.device)
         B, d = q.shape
+        if self.key_labels.device != q.device:  # e.g. a queue restored on the CPU meeting CUDA queries
+            self.to(q.device)
         rank, size = world() if self.gather_distributed else (0, 1)
         t = float(self.temperature)
         with torch.autocast(device_type=q.device.type, enabled=False):
