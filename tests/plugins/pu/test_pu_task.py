@@ -343,3 +343,14 @@ def test_run_json_progress_spans_both_phases(tmp_path: Path, monkeypatch: pytest
     assert len(seen) >= 3 and seen == sorted(seen) and seen[-1] > 0.8, seen
     share = pu_task.pretrain_share(_config(extra=extra))
     assert share == (0.0 if extra == ["method=end_to_end"] else 1.0 if not extra else pytest.approx(128 / 272))
+
+
+@pytest.mark.parametrize("mode", ["exact", "estimate"])
+def test_logged_metrics_names_every_tag_a_run_logs(tmp_path: Path, mode: str) -> None:
+    """``logged_metrics`` (what ``platform tune --prune-on`` accepts) includes every tag in metrics.jsonl, the
+    end-of-run ``prior/*`` ones too (they were missing); the two prior modes log different sets."""
+    run, _ = _train(tmp_path, extra=[f"prior.mode={mode}"])
+    rows = [json.loads(line) for line in (run.dir / "metrics.jsonl").read_text().splitlines()]
+    logged = {key for row in rows for key in row if "/" in key}
+    assert {"prior/true", "prior/used", "prior/risk"} <= logged
+    assert logged <= set(_plugin().logged_metrics(run.config))

@@ -233,10 +233,14 @@ class PUTask(cl.TaskPlugin[PUConfig]):
         return f"set data.positive_classes for dataset '{config.data.dataset}' to make a PU split"
 
     def logged_metrics(self, config: PUConfig) -> tuple[str, ...]:
-        """Pre-training loss, the classifier's risks (every ``log_every`` steps) and the test metrics (at the end)."""
+        """Pre-training loss, the classifier's risks (every ``log_every`` steps), the test metrics and the priors (at
+        the end; ``prior/estimated`` and ``prior/abs_error`` with ``prior.mode=estimate``)."""
         tests = [f"test/{m}" for m in ("accuracy", "f1", "precision", "recall", "auc")]
+        priors = ["prior/true", "prior/used", "prior/risk"]
+        if config.prior.mode == "estimate":
+            priors += ["prior/estimated", "prior/abs_error"]
         return ("pretrain/loss", "pretrain/labeled_per_batch", "train/clamped_frac", "classifier/risk",
-                "classifier/positive_risk", "classifier/negative_risk", "classifier/ascent_fraction", *tests)
+                "classifier/positive_risk", "classifier/negative_risk", "classifier/ascent_fraction", *tests, *priors)
 
     def uses_loss(self, config: PUConfig) -> bool:
         """The end-to-end baseline trains no contrastive loss."""
