@@ -23,8 +23,7 @@ from torch import Tensor, nn
 import contrastlab as cl
 from contrastlab.data import ImageDataset, load_dataset
 from contrastlab.data.augment import AugmentSpec, SimCLRAugment, augment_for, augment_spec_for, prepare
-from contrastlab.data.prior import elkan_noto, estimator_sample
-from contrastlab.data.pu import DEFAULT_POSITIVE_CLASSES, PUSplit, check_prior, make_pu_split, priors_from_pool
+from contrastlab.data.pu import DEFAULT_POSITIVE_CLASSES, PUSplit, make_pu_split
 from contrastlab.encoders.heads import ContrastiveModel, ProjectionHead, feature_dim
 from contrastlab.evaluation import extract_features
 from contrastlab.platform.errors import ConfigError, ContrastlabError
@@ -32,35 +31,17 @@ from contrastlab.platform.preflight import check_sampler
 from contrastlab.platform.run import Run
 from contrastlab.plugins.pu.config import LOSS_PRIOR_KEYS, PRESETS, PUConfig, estimated_seconds, pretrain_share
 from contrastlab.plugins.pu.pretrain import is_label_aware, pretrain_loop
+from contrastlab.plugins.pu.prior import (
+    PUProblem,
+    check_pool_prior,
+    check_prior_settings,
+    fill_loss_prior,
+    prior_metrics,
+    prior_tags,
+    resolve_prior,
+)
 from contrastlab.plugins.pu.probe import PUData, binary_metrics, classifier_step, linear_head, predict_scores
 from contrastlab.plugins.pu.risks import PURisk
-
-
-@dataclass
-class PUProblem:
-    """The data side of a run: train/test sets, the PU split and the priors."""
-
-    train: ImageDataset
-    test: ImageDataset
-    split: PUSplit
-    pool_prior: float
-    """π used (prior of the unlabeled pool): exact, given or estimated."""
-    population_prior: float
-    """α derived from π and the observed labeled share."""
-    label_frequency: float
-    """c derived from π and the observed labeled share."""
-    estimate: dict[str, Any] | None = None
-    """The Elkan–Noto result (``mode=estimate``)."""
-
-    @property
-    def risk_prior(self) -> float:
-        """Prior of the risk's unlabeled sample: π (case-control) or α (single-training-set)."""
-        return self.population_prior if self.split.scenario == "single_training_set" else self.pool_prior
-
-    def loss_prior_values(self) -> dict[str, float]:
-        """Values for the prior hyperparameters of ``punce`` (π) and ``pucl`` (α, c)."""
-        alpha = min(self.population_prior, 1.0 - 1e-6)
-        return {"prior": self.pool_prior, "alpha": alpha, "c": self.label_frequency}
 
 
 def positive_classes(config: PUConfig) -> list[int] | None:
@@ -91,63 +72,6 @@ def load_split(
         scenario=d.scenario, num_classes=train.num_classes,
     )
     return train, test, split
-
-
-def _check_prior_settings(config: PUConfig) -> None:
-    p = config.prior
-    if p.mode == "given":
-        if p.value is None:
-            raise ConfigError("prior.mode=given needs prior.value in (0, 1)")
-        check_prior(p.value, "prior.value")
-    elif p.value is not None:
-        raise ConfigError(f"prior.value is only used with prior.mode=given (prior.mode={p.mode})")
-
-
-def check_pool_prior(config: PUConfig, split: PUSplit) -> None:
-    """Refuse a case-control split whose exact prior is 0: labeling every positive leaves the unlabeled pool
-    without positives, so its prior π = (n₊ − n_L)/(n − n_L) is 0 and the PU risk (prior in (0, 1)) is undefined."""
-    if config.prior.mode != "exact" or split.scenario != "case_control" or split.n_labeled < split.n_positive:
-        return
-    key = "data.labeled_fraction" if config.data.labeled_fraction is not None else "data.n_labeled"
-    raise ConfigError(
-        f"{key} labels all {split.n_positive} positives, so the unlabeled pool has none (prior π = 0); label at "
-        f"most {split.n_positive - 1} (data.n_labeled in [1, {split.n_positive - 1}]) or set "
-        "data.scenario=single_training_set"
-    )
-
-
-def resolve_prior(config: PUConfig, train: ImageDataset, test: ImageDataset, split: PUSplit) -> PUProblem:
-    """The prior of the run: exact from the split, given, or estimated with Elkan–Noto on the inputs."""
-    _check_prior_settings(config)
-    estimate = None
-    if config.prior.mode == "exact":
-        pool = split.unlabeled_pool_prior
-    elif config.prior.mode == "given":
-        pool = float(config.prior.value)  # type: ignore[arg-type]
-    else:
-        keep, n_unlabeled = estimator_sample(split.observed, config.prior.estimator_max_examples, config.seed)
-        spec = augment_for(config.data.dataset, image_size=train.image_size, channels=train.channels).spec
-        x = prepare(train.images[keep], spec).flatten(1)  # [m, C·H·W]
-        est = elkan_noto(
-            x, split.observed[keep], hidden=config.prior.estimator_hidden, steps=config.prior.estimator_steps,
-            seed=config.seed, unlabeled_total=n_unlabeled,
-        )
-        pool = est.unlabeled_pool_prior
-        estimate = est.as_dict()
-    alpha, c = priors_from_pool(pool, split.n_labeled, split.n)
-    return PUProblem(train, test, split, pool, alpha, c, estimate)
-
-
-def fill_loss_prior(config: PUConfig, problem: PUProblem) -> dict[str, float]:
-    """Set ``config.loss``'s auto prior hyperparameters from the problem's prior; returns what was set."""
-    if not config.prior.fill_loss or not config.prior.auto_loss_keys:
-        return {}
-    values = problem.loss_prior_values()
-    filled = {k: values[k] for k in config.prior.auto_loss_keys if k in values}
-    hp = dict(config.loss.hparams())
-    hp.update(filled)
-    config.loss = cl.ComponentSpec(name=config.loss.name, **hp)
-    return filled
 
 
 def pretrain_augment_spec(config: PUConfig, train: ImageDataset) -> AugmentSpec:
@@ -236,11 +160,9 @@ class PUTask(cl.TaskPlugin[PUConfig]):
         """Pre-training loss, the classifier's risks (every ``log_every`` steps), the test metrics and the priors (at
         the end; ``prior/estimated`` and ``prior/abs_error`` with ``prior.mode=estimate``)."""
         tests = [f"test/{m}" for m in ("accuracy", "f1", "precision", "recall", "auc")]
-        priors = ["prior/true", "prior/used", "prior/risk"]
-        if config.prior.mode == "estimate":
-            priors += ["prior/estimated", "prior/abs_error"]
         return ("pretrain/loss", "pretrain/labeled_per_batch", "train/clamped_frac", "classifier/risk",
-                "classifier/positive_risk", "classifier/negative_risk", "classifier/ascent_fraction", *tests, *priors)
+                "classifier/positive_risk", "classifier/negative_risk", "classifier/ascent_fraction", *tests,
+                *prior_tags(config))
 
     def uses_loss(self, config: PUConfig) -> bool:
         """The end-to-end baseline trains no contrastive loss."""
@@ -252,7 +174,7 @@ class PUTask(cl.TaskPlugin[PUConfig]):
 
     def check(self, config: PUConfig) -> None:
         """Refuse bad input before training: label-aware loss without a split, bad prior, bad split, no data."""
-        _check_prior_settings(config)
+        check_prior_settings(config)
         _, _, split = load_split(config)
         assert split is not None
         check_pool_prior(config, split)
@@ -261,13 +183,13 @@ class PUTask(cl.TaskPlugin[PUConfig]):
     def train(self, config: PUConfig, run: Run) -> dict[str, float]:
         """Phase 1: contrastive pre-training (unless ``method=end_to_end``); phase 2: the PU classifier; then the
         clean test metrics. A killed run resumes inside the phase it was in."""
-        _check_prior_settings(config)
+        check_prior_settings(config)
         ctx = self._setup(config, run)
         if not ctx.e2e and ctx.step < ctx.s_pre:
             self._pretrain_phase(config, run, ctx)
         self._classifier_phase(config, run, ctx)
         metrics = self._test_metrics(config, ctx.encoder, ctx.head, ctx.test, ctx.preprocess, run.device)
-        metrics.update(self._prior_metrics(ctx.problem))
+        metrics.update(prior_metrics(ctx.problem))
         run.log(metrics, ctx.s_pre + ctx.s_clf)  # after the last step, on the global axis
         return metrics
 
@@ -397,15 +319,6 @@ class PUTask(cl.TaskPlugin[PUConfig]):
         y = torch.isin(test.labels, torch.tensor(classes, dtype=torch.long)).long()
         scores = predict_scores(nn.Sequential(encoder, head), test.images, preprocess, config.eval_batch_size, dev)
         return {f"test/{k}": v for k, v in binary_metrics(scores, y).items()}
-
-    @staticmethod
-    def _prior_metrics(problem: PUProblem) -> dict[str, float]:
-        true = problem.split.unlabeled_pool_prior
-        out = {"prior/true": true, "prior/used": problem.pool_prior, "prior/risk": problem.risk_prior}
-        if problem.estimate is not None:
-            out["prior/estimated"] = problem.pool_prior
-            out["prior/abs_error"] = abs(problem.pool_prior - true)
-        return out
 
     @staticmethod
     def _record(run: Run, config: PUConfig, problem: PUProblem, filled: dict[str, float], label_aware: bool) -> None:
