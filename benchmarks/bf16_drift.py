@@ -40,6 +40,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from curl_reference import build_ours, collect
 
+from contrastlab.platform.sysinfo import describe_timing_environment
+
 BRANCHES = {
     "A": ("float32, seed 1", (), 1),
     "B": ("bf16 trunks, seed 1", ("agent.bf16=true",), 1),
@@ -112,7 +114,7 @@ def main() -> None:
     groups = list(origin)
     print(f"device {args.device}, torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, "
           f"{args.fill} replay transitions, {args.warmup} float32 warm-up updates, "
-          f"wall {time.perf_counter() - started:.0f} s")
+          f"wall {time.perf_counter() - started:.0f} s; {describe_timing_environment()}")
     print()
     print("|θ_X − θ_A| / |θ_A − θ_0| after k updates from the same state (A: float32, seed 1)")
     print()

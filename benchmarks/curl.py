@@ -60,7 +60,7 @@ from stable_baselines3.common.buffers import ReplayBuffer
 
 from contrastlab.envs import DMCPixelEnv, curl_action_repeat
 from contrastlab.platform.config import resolve_config
-from contrastlab.platform.sysinfo import hardware_info
+from contrastlab.platform.sysinfo import describe_timing_environment, hardware_info
 from contrastlab.plugins.curl.buffer import FrameStackReplayBuffer
 from contrastlab.plugins.curl.policy import CurlFeatures
 from contrastlab.plugins.curl.task import CurlTask, make_agent, make_env
@@ -353,7 +353,8 @@ def main() -> None:
     wall = time.perf_counter()
     print(f"hardware: {cpu_name()}, {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}; "
           f"torch {torch.__version__}; MUJOCO_GL={os.environ.get('MUJOCO_GL')}; "
-          f"load average {os.getloadavg()[0]:.1f}; agent.tune_malloc={not args.no_tune_malloc}")
+          f"load average {os.getloadavg()[0]:.1f}; agent.tune_malloc={not args.no_tune_malloc}; "
+          f"{describe_timing_environment()}")
     if (args.reference_dir / "curl_sac.py").is_file():
         headline(args.rounds, args.fill, args.reference_dir, not args.no_tune_malloc, args.reference_process)
     else:

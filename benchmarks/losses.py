@@ -43,6 +43,7 @@ import torch
 import torch.nn.functional as F
 
 import contrastlab as cl
+from contrastlab.platform.sysinfo import describe_timing_environment
 
 LOSSES = ["infonce", "dcl", "hcl", "bcl", "pucl", "debiased_pos", "punce", "supcon", "unbiased"]
 T, TAU = 0.5, 0.1
@@ -315,7 +316,8 @@ def main() -> None:
     if args.quick:
         args.batch, args.repeats = 128, 3
     print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
-          f"default {default_threads} CPU threads (timed with {threads}), CUDA: {torch.cuda.is_available()}")
+          f"default {default_threads} CPU threads (timed with {threads}), CUDA: {torch.cuda.is_available()}; "
+          f"{describe_timing_environment()}")
     print(f"command: {' '.join([os.path.basename(sys.executable), *sys.argv])}")
     devices = []
     if args.device in ("auto", "cpu"):

@@ -28,7 +28,7 @@ import torch
 from contrastlab.platform.config import resolve_config
 from contrastlab.platform.plugins import registry
 from contrastlab.platform.run import Run
-from contrastlab.platform.sysinfo import hardware_info
+from contrastlab.platform.sysinfo import describe_timing_environment, hardware_info
 
 METHODS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "nnPU end-to-end (no pre-training)": ("end_to_end", "infonce", ()),
@@ -93,7 +93,7 @@ def main() -> None:
     print(f"# PU-Fashion-MNIST (upper-body garments 0,2,4,6 vs rest), train {args.train_size}, "
           f"test {args.test_size}; budget {args.pretrain_steps} + {args.probe_steps} steps")
     print(f"hardware: {hw['cpu']} ({hw['cpu_count']} cores, torch threads {torch.get_num_threads()}), torch "
-          f"{torch.__version__}\n")
+          f"{torch.__version__}; {describe_timing_environment()}\n")
     total_start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         logdir = args.logdir or Path(tmp)

@@ -26,6 +26,7 @@ import torch
 import contrastlab as cl
 from contrastlab.data.augment import augment_for, normalize
 from contrastlab.encoders.heads import ContrastiveModel, ProjectionHead
+from contrastlab.platform.sysinfo import describe_timing_environment
 
 
 def pil_pipeline(img: np.ndarray, spec, rng: random.Random) -> torch.Tensor:
@@ -145,7 +146,7 @@ def main() -> None:
         rows.append((name, args.batch / t_aug, args.batch / t_step))
     print(f"simclr benchmark: {args.dataset} {channels}x{size}px, batch {args.batch} x 2 views, encoder "
           f"{args.encoder}, device {dev}, torch {torch.__version__}, threads {torch.get_num_threads()}, "
-          f"{platform.processor() or platform.machine()}")
+          f"{platform.processor() or platform.machine()}; {describe_timing_environment()}")
     print(f"{'pipeline':<24}{'augment img/s':>15}{'train-step img/s':>18}")
     for name, a, s in rows:
         print(f"{name:<24}{a:>15.0f}{s:>18.0f}")

@@ -24,8 +24,36 @@ TRACKED_PACKAGES = (
 )
 
 
+TIMING_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OMP_WAIT_POLICY",
+    "MALLOC_MMAP_MAX_",
+    "MALLOC_MMAP_THRESHOLD_",
+    "MALLOC_TRIM_THRESHOLD_",
+    "MALLOC_ARENA_MAX",
+    "CUDA_VISIBLE_DEVICES",
+)
+"""Environment variables that change a run's speed (threads, their waiting, glibc's allocator, visible GPUs)."""
+
+
+def timing_environment() -> dict[str, str]:
+    """The :data:`TIMING_VARIABLES` set in this process's environment, by name."""
+    return {name: os.environ[name] for name in TIMING_VARIABLES if name in os.environ}
+
+
+def describe_timing_environment() -> str:
+    """One line for a benchmark's header: ``env OMP_NUM_THREADS=2, ...`` or ``env: no thread/allocator
+    variables set``."""
+    env = timing_environment()
+    if not env:
+        return "env: no thread/allocator variables set"
+    return "env " + ", ".join(f"{name}={value}" for name, value in env.items())
+
+
 def hardware_info(device: torch.device | None = None) -> dict[str, Any]:
-    """CPU model, core count, memory, and the CUDA device name when one is used."""
+    """CPU model, core count, memory, the CUDA device name when one is used, and the speed-relevant environment
+    variables that were set (``environment``, see :data:`TIMING_VARIABLES`)."""
     info: dict[str, Any] = {
         "machine": stdlib_platform.machine(),
         "cpu": _cpu_model(),
@@ -33,6 +61,7 @@ def hardware_info(device: torch.device | None = None) -> dict[str, Any]:
         "memory_gb": _memory_gb(),
         "os": f"{stdlib_platform.system()} {stdlib_platform.release()}",
         "torch_threads": torch.get_num_threads(),
+        "environment": timing_environment(),
     }
     if torch.cuda.is_available():
         index = device.index if device is not None and device.type == "cuda" and device.index is not None else 0
