@@ -396,3 +396,34 @@ def test_the_eta_is_held_through_the_warm_up() -> None:
         loop.model = SimpleNamespace(num_timesteps=start, learning_starts=3, _n_updates=0)
         loop._on_training_start()
     assert held == ["warm-up, no updates yet"]
+
+
+def test_evaluations_run_as_side_tasks_of_the_progress_bar(monkeypatch) -> None:
+    """New-user trial: the evaluations at frame 0 and as the updates start were timed as if they were frames, so the
+    warm-up's rate rose line after line and the first line after it read "2.3 frame/s ETA 00:05:38" (a minute left)."""
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    from contrastlab.plugins.curl import task as curl_task
+
+    inside, seen = [False], []
+
+    @contextmanager
+    def side_task():
+        inside[0] = True
+        yield
+        inside[0] = False
+
+    def evaluate(*args, **kwargs):
+        seen.append(inside[0])
+        return {"eval/episode_return": 1.0, "eval/episode_return_std": 0.0}
+
+    monkeypatch.setattr(curl_task, "evaluate_agent", evaluate)
+    loop = curl_task._TrainLoop.__new__(curl_task._TrainLoop)
+    loop.config = config()
+    loop.repeat, loop.eval_env, loop.model = 8, None, SimpleNamespace(num_timesteps=0)
+    loop.state = {"next_eval": 0}
+    loop.run = SimpleNamespace(log=lambda *a, **k: None)
+    loop.bar = SimpleNamespace(side_task=side_task, update=lambda *a, **k: None)
+    loop.maybe_evaluate()
+    assert seen == [True] and loop.state["last_eval_frames"] == 0

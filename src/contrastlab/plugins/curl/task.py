@@ -164,8 +164,9 @@ class _TrainLoop(BaseCallback):
         if force and self.state.get("last_eval_frames") == self.frames:
             return
         t = self.config.train
-        metrics = evaluate_agent(self.model, self.eval_env, t.eval_episodes, seed=self.config.seed + 10_000 +
-                                 self.frames)
+        with self.bar.side_task():  # not timed as frames when it opens the rate's window (frame 0, first update)
+            metrics = evaluate_agent(self.model, self.eval_env, t.eval_episodes, seed=self.config.seed + 10_000 +
+                                     self.frames)
         self.state["last_eval"] = metrics
         self.state["last_eval_frames"] = self.frames
         self.state["next_eval"] = (self.frames // t.eval_every_frames + 1) * t.eval_every_frames
