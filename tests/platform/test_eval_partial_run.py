@@ -25,3 +25,19 @@ def test_eval_of_an_interrupted_run_says_the_model_is_partly_trained(toy_pm: Plu
     text = " ".join(out.split())
     assert "note: this run has not completed (status interrupted, 25% done)" in text, out
     assert f"platform train --resume {run_dir}" in text, out
+
+
+def test_eval_prints_the_run_paths_whole(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """New-user trial: the table's title was `eval <run dir>`, which rich wrapped to the table's width, cutting the
+    path mid-name ("compare/recsys-9586aecf/runs/re" / "csys/hcl/base-df9030-s1"). Every line that shows a path
+    shows it whole, and the path of the eval.json written is printed on its own line."""
+    code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "train.steps=4",
+                         "--logdir", str(tmp_path / ("long-logdir-name-" * 3)), "--run-name", "x"])
+    assert code == 0, out
+    run_dir = tmp_path / ("long-logdir-name-" * 3) / "toy_clusters" / "dcl" / "x"
+    code, out = run_cli(["eval", str(run_dir)])
+    assert code == 0, out
+    assert f"eval.json: {run_dir / 'eval.json'}" in out.splitlines(), out
+    for line in out.splitlines():
+        if "long-logdir" in line:
+            assert str(run_dir) in line, out

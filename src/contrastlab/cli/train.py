@@ -367,12 +367,14 @@ def add_train_commands(app: typer.Typer) -> None:
         metrics = metric_numbers(run.plugin.name, run.plugin.evaluate(run, options), "evaluate")
         record = dict(metrics)  # + which checkpoint (a run may go on afterwards)
         run.rundir.eval_json.write_text(json.dumps({**record, "checkpoint_step": step}, indent=2))
-        table = Table(title=escape(f"eval {run.dir}"))  # a path like r[v2]/... is text, not markup
+        # the run's names, not its path: rich wraps a title to the table's width, which cut the path mid-name
+        table = Table(title=escape(f"eval: {run.plugin.name} / {run.config.loss.name} (seed {run.config.seed})"))
         table.add_column("metric")
         table.add_column("value", justify="right")
         for key, value in metrics.items():
             table.add_row(escape(key), f"{float(value):.4g}")
         console.print(table)
+        say(f"eval.json: {run.rundir.eval_json}")
         if video is not None and video.is_file():
             say(f"video: {video}")
         run.close()
