@@ -482,3 +482,19 @@ def test_eval_table_title_keeps_square_brackets_of_the_run_path(toy_pm: PluginMa
     assert code == 0, out
     joined = "".join(line.strip() for line in out.splitlines())  # the title wraps to the table's width
     assert joined.count(f"{run_dir}") == 2, out  # the "evaluating ..." line and the table's title
+
+
+@pytest.mark.parametrize(("command", "sentence"), [
+    ("compare", "Outputs in --out: results.csv, summary.csv, results.md"),
+    ("tune", "best.json (for `platform compare --tuned`), trials.csv, trials.md"),
+    ("list", "the hyperparameters with defaults and ranges"),
+])
+def test_help_paragraphs_are_not_broken_where_the_source_wraps(command: str, sentence: str) -> None:
+    """New-user trial: Typer keeps the docstring's own line breaks, so `platform compare --help` broke its
+    paragraphs at the source's wrap points as well as the terminal's ("... Outputs in --out: results.csv," then
+    "summary.csv, ..." on the next line, and short ragged lines between). Prose is reflowed; examples keep theirs."""
+    code, out = run_cli([command, "--help"], env={"COLUMNS": "400"})
+    assert code == 0, out
+    assert any(sentence in line for line in out.splitlines()), out
+    if command == "compare":  # an indented example continued with a backslash keeps its break
+        assert any(line.strip().startswith("--address auto --gpus-per-run 0.25") for line in out.splitlines()), out

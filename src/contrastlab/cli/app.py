@@ -25,7 +25,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from contrastlab.cli import train as commands_train
-from contrastlab.cli.common import PRESET_DEFAULT, console, print_usage_error, say, user_errors
+from contrastlab.cli.common import (
+    PRESET_DEFAULT,
+    console,
+    print_usage_error,
+    reflow_command_help,
+    say,
+    user_errors,
+)
 from contrastlab.cli.compare import add_compare_commands
 from contrastlab.cli.tune import add_tune_commands
 from contrastlab.platform.config import resolve_config
@@ -232,6 +239,7 @@ commands_train.add_train_commands(app)
 
 add_compare_commands(app)
 add_tune_commands(app)
+reflow_command_help(app)
 
 
 def main() -> None:
@@ -241,6 +249,7 @@ def main() -> None:
 
     try:
         get_plugin_manager().register_commands(app)  # imports the installed plugin packages
+        reflow_command_help(app)  # theirs too
     except KeyboardInterrupt:
         sys.stderr.write("interrupted while starting (nothing was run)\n")
         sys.exit(130)
