@@ -274,6 +274,14 @@ def test_config_says_when_train_would_refuse_the_config() -> None:
     assert code == 0 and "would refuse this config: plugin 'recsys' cannot use loss 'debiased_pos'" in out
 
 
+def test_config_says_when_train_would_refuse_a_value_the_plugin_checks() -> None:
+    """New-user trial: `platform config --plugin curl --set agent.crop=200` printed the config with no word, and
+    `platform train` with the same options then refused it (crop larger than the 100 px renders)."""
+    code, out = run_cli(["config", "--plugin", "curl", "--set", "agent.crop=200"])
+    assert code == 0 and "  crop: 200" in out, out
+    assert "note: platform train would refuse this config: agent.crop=200 is larger than env.render_size" in out
+
+
 def test_summary_json_on_a_full_disk_prints_the_resume_command(
     toy_pm: PluginManager, tmp_path: Path, monkeypatch
 ) -> None:

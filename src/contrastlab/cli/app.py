@@ -166,9 +166,9 @@ def config_command(
     )
     header = f"contrastlab config for plugin '{task.name}', preset '{preset or task.default_preset}'"
     typer.echo(config_to_yaml(config, header=header), nl=False)
-    try:  # train's pre-flight: say when `platform train` would refuse this config as incompatible
+    try:  # train's pre-flight: say when `platform train` would refuse this config (incompatible, a bad value)
         preflight(task, config)
-    except IncompatibleError as exc:
+    except (IncompatibleError, ConfigError) as exc:
         say(f"note: platform train would refuse this config: {exc}", stderr=True)
     except ContrastlabError:
         pass  # data missing and the like: train says so itself, and the config may be meant for another machine
