@@ -65,6 +65,31 @@ def test_list_table_shows_columns() -> None:
         assert word in out
 
 
+
+@pytest.mark.parametrize("kind", ["losses", "samplers", "encoders", "plugins"])
+def test_list_tables_cut_nothing_at_80_columns(kind: str) -> None:
+    """New-user trial: at 80 columns (a default terminal, and every pipe) `platform list losses` cut long words with
+    an ellipsis, hiding defaults: `aggregation='ou…`, `detach_weights=…`, `similarity='bil…`, and the package
+    `contrastlab-t…` of a third-party loss. A word too long for its column now goes on over the next line."""
+    code, out = run_cli(["list", kind], env={"COLUMNS": "80"})
+    assert code == 0, out
+    assert "…" not in out, out
+    if kind == "losses":
+        lines = out.splitlines()
+        at = next(i for i, line in enumerate(lines) if "detach_weights" in line)
+        joined = "".join(line.split("│")[4].strip() for line in lines[at:at + 2])
+        (hcl,) = [row for row in json.loads(run_cli(["list", "losses", "--json"])[1]) if row["name"] == "hcl"]
+        (detach,) = [hp for hp in hcl["hyperparameters"] if hp["name"] == "detach_weights"]
+        assert f"detach_weights={detach['default']!r}" in joined, out
+
+
+
+def test_plugins_table_cuts_no_module_name_at_80_columns() -> None:
+    """New-user trial: `platform plugins` showed `contrastlab.plugins.c…` and `contrastlab.plugins.r…` at 80 columns."""
+    code, out = run_cli(["plugins"], env={"COLUMNS": "80"})
+    assert code == 0 and "…" not in out, out
+
+
 def test_list_unknown_kind() -> None:
     code, out = run_cli(["list", "lossez"])
     assert_one_line_error(code, out, "losses")

@@ -114,17 +114,19 @@ def list_command(
         return
     for k in kinds:
         table = Table(title=k, show_lines=True)
-        table.add_column("name", style="bold")
-        table.add_column("package")
-        table.add_column("description")
+        # overflow="fold": a word too long for a narrow column goes on over the next line; rich's default cut it
+        # with an ellipsis, which at 80 columns hid defaults such as detach_weights=True
+        table.add_column("name", style="bold", overflow="fold")
+        table.add_column("package", overflow="fold")
+        table.add_column("description", overflow="fold")
         if k == "plugins":
-            table.add_column("presets (default first)")
+            table.add_column("presets (default first)", overflow="fold")
         else:
-            table.add_column("hyperparameters (default, range)")
+            table.add_column("hyperparameters (default, range)", overflow="fold")
         if k == "losses":
-            table.add_column("labels")
+            table.add_column("labels", overflow="fold")
         if k == "samplers":
-            table.add_column("consumes")
+            table.add_column("consumes", overflow="fold")
         for row in data[k]:
             cells = [row["name"], row["package"], row["description"]]
             if k == "plugins":
@@ -192,7 +194,7 @@ def plugins_command(
         return
     table = Table(title="plugin packages")
     for col in ("package", "version", "module", "hooks"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")  # a long module name goes on over the next line, not cut with "…"
     for row in rows:
         cells = (row["package"], row["version"], row["module"], ", ".join(row["hooks"]))
         table.add_row(*(escape(str(c)) for c in cells))
