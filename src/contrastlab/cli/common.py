@@ -105,7 +105,8 @@ def reflow_help(text: str) -> str:
 
 
 def reflow_command_help(app: typer.Typer) -> None:
-    """Give every command of ``app`` registered without an explicit help its :func:`reflow_help`'d docstring."""
-    for info in app.registered_commands:
+    """Give every command of ``app`` registered without an explicit help its :func:`reflow_help`'d docstring (an
+    ``app`` without commands, such as a test's stand-in, is left alone)."""
+    for info in getattr(app, "registered_commands", ()):
         if info.help is None and info.callback is not None and info.callback.__doc__:
             info.help = reflow_help(info.callback.__doc__)
