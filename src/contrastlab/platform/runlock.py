@@ -54,3 +54,18 @@ def release_run(run_dir: Path | str) -> None:
     handle = _HELD.pop(str(Path(run_dir).resolve()), None)
     if handle is not None:
         handle.close()
+
+
+def training_pid(run_dir: Path | str) -> str | None:
+    """The pid of another live process training ``run_dir`` (holding its lock), or ``None`` when none is: a run whose
+    ``run.json`` still says ``running`` with no holder was killed outright (SIGKILL, power loss)."""
+    layout = RunDir(run_dir)
+    if fcntl is None or str(layout.path.resolve()) in _HELD or not layout.train_lock.is_file():
+        return None
+    with open(layout.train_lock, encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return handle.read().strip() or "unknown"
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
