@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -530,4 +531,19 @@ def test_help_paragraphs_are_not_broken_where_the_source_wraps(command: str, sen
     assert code == 0, out
     assert any(sentence in line for line in out.splitlines()), out
     if command == "compare":  # an indented example continued with a backslash keeps its break
-        assert any(line.strip().startswith("--address auto --gpus-per-run 0.25") for line in out.splitlines()), out
+        assert any(line.strip().startswith("--seeds 5 --backend ray") for line in out.splitlines()), out
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, "tune"])
+def test_help_examples_stay_whole_at_80_columns(command: str) -> None:
+    """New-user trial: at 80 columns rich wrapped the longer examples of `compare --help` and `tune --help`, so a
+    copied example ran its first half (`... --grid` / `... --search`) and failed. Each example line fits, and a
+    line that goes on is continued with a backslash."""
+    code, out = run_cli([command, "--help"], env={"COLUMNS": "80"})
+    assert code == 0, out
+    text = out.split("╭")[0]  # the description, before the option boxes
+    blocks = [block.strip().splitlines() for block in re.split(r"\n\s*\n", text)]
+    examples = [[line.strip() for line in block] for block in blocks if block and block[0].startswith("platform ")]
+    assert examples or command in ("list", "config", "eval", "plugins", "tensorboard"), out
+    for block in examples:  # each line after the first goes on from a line ending in a backslash
+        assert all(before.endswith("\\") for before in block[:-1]), block
