@@ -115,7 +115,7 @@ def list_command(
     for k in kinds:
         table = Table(title=k, show_lines=True)
         # overflow="fold": a word too long for a narrow column goes on over the next line; rich's default cut it
-        # with an ellipsis, which at 80 columns hid defaults such as detach_weights=True
+        # with an ellipsis, which at 80 columns hid defaults such as aggregation='outer'
         table.add_column("name", style="bold", overflow="fold")
         table.add_column("package", overflow="fold")
         table.add_column("description", overflow="fold")
