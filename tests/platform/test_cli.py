@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,31 @@ def test_list_table_shows_columns() -> None:
     assert code == 0
     for word in ["name", "package", "description", "hyperparameters", "dcl", "contrastlab", "tau_plus"]:
         assert word in out
+
+
+
+@pytest.mark.parametrize("kind", ["losses", "samplers", "encoders", "plugins"])
+def test_list_tables_cut_nothing_at_80_columns(kind: str) -> None:
+    """New-user trial: at 80 columns (a default terminal, and every pipe) `platform list losses` cut long words with
+    an ellipsis, hiding defaults: `aggregation='ou…`, `detach_weights=…`, `similarity='bil…`, and the package
+    `contrastlab-t…` of a third-party loss. A word too long for its column now goes on over the next line."""
+    code, out = run_cli(["list", kind], env={"COLUMNS": "80"})
+    assert code == 0, out
+    assert "…" not in out, out
+    if kind == "losses":
+        lines = out.splitlines()
+        at = next(i for i, line in enumerate(lines) if "detach_weights" in line)
+        joined = "".join(line.split("│")[4].strip() for line in lines[at:at + 2])
+        (hcl,) = [row for row in json.loads(run_cli(["list", "losses", "--json"])[1]) if row["name"] == "hcl"]
+        (detach,) = [hp for hp in hcl["hyperparameters"] if hp["name"] == "detach_weights"]
+        assert f"detach_weights={detach['default']!r}" in joined, out
+
+
+
+def test_plugins_table_cuts_no_module_name_at_80_columns() -> None:
+    """New-user trial: `platform plugins` showed `contrastlab.plugins.c…` and `contrastlab.plugins.r…` at 80 columns."""
+    code, out = run_cli(["plugins"], env={"COLUMNS": "80"})
+    assert code == 0 and "…" not in out, out
 
 
 def test_list_unknown_kind() -> None:
@@ -274,6 +300,14 @@ def test_config_says_when_train_would_refuse_the_config() -> None:
     assert code == 0 and "would refuse this config: plugin 'recsys' cannot use loss 'debiased_pos'" in out
 
 
+def test_config_says_when_train_would_refuse_a_value_the_plugin_checks() -> None:
+    """New-user trial: `platform config --plugin curl --set agent.crop=200` printed the config with no word, and
+    `platform train` with the same options then refused it (crop larger than the 100 px renders)."""
+    code, out = run_cli(["config", "--plugin", "curl", "--set", "agent.crop=200"])
+    assert code == 0 and "  crop: 200" in out, out
+    assert "note: platform train would refuse this config: agent.crop=200 is larger than env.render_size" in out
+
+
 def test_summary_json_on_a_full_disk_prints_the_resume_command(
     toy_pm: PluginManager, tmp_path: Path, monkeypatch
 ) -> None:
@@ -482,3 +516,34 @@ def test_eval_table_title_keeps_square_brackets_of_the_run_path(toy_pm: PluginMa
     assert code == 0, out
     joined = "".join(line.strip() for line in out.splitlines())  # the title wraps to the table's width
     assert joined.count(f"{run_dir}") == 2, out  # the "evaluating ..." line and the table's title
+
+
+@pytest.mark.parametrize(("command", "sentence"), [
+    ("compare", "Outputs in --out: results.csv, summary.csv, results.md"),
+    ("tune", "best.json (for `platform compare --tuned`), trials.csv, trials.md"),
+    ("list", "the hyperparameters with defaults and ranges"),
+])
+def test_help_paragraphs_are_not_broken_where_the_source_wraps(command: str, sentence: str) -> None:
+    """New-user trial: Typer keeps the docstring's own line breaks, so `platform compare --help` broke its
+    paragraphs at the source's wrap points as well as the terminal's ("... Outputs in --out: results.csv," then
+    "summary.csv, ..." on the next line, and short ragged lines between). Prose is reflowed; examples keep theirs."""
+    code, out = run_cli([command, "--help"], env={"COLUMNS": "400"})
+    assert code == 0, out
+    assert any(sentence in line for line in out.splitlines()), out
+    if command == "compare":  # an indented example continued with a backslash keeps its break
+        assert any(line.strip().startswith("--seeds 5 --backend ray") for line in out.splitlines()), out
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, "tune"])
+def test_help_examples_stay_whole_at_80_columns(command: str) -> None:
+    """New-user trial: at 80 columns rich wrapped the longer examples of `compare --help` and `tune --help`, so a
+    copied example ran its first half (`... --grid` / `... --search`) and failed. Each example line fits, and a
+    line that goes on is continued with a backslash."""
+    code, out = run_cli([command, "--help"], env={"COLUMNS": "80"})
+    assert code == 0, out
+    text = out.split("╭")[0]  # the description, before the option boxes
+    blocks = [block.strip().splitlines() for block in re.split(r"\n\s*\n", text)]
+    examples = [[line.strip() for line in block] for block in blocks if block and block[0].startswith("platform ")]
+    assert examples or command in ("list", "config", "eval", "plugins", "tensorboard"), out
+    for block in examples:  # each line after the first goes on from a line ending in a backslash
+        assert all(before.endswith("\\") for before in block[:-1]), block

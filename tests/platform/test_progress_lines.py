@@ -265,3 +265,42 @@ def test_a_finished_bar_drops_its_held_eta() -> None:
     assert "?" in column.render(progress.tasks[0]).plain
     progress.update(task_id, completed=10)
     assert "?" not in column.render(progress.tasks[0]).plain
+
+
+def test_a_side_task_before_the_first_unit_stays_out_of_the_rate(monkeypatch) -> None:
+    """New-user trial: curl evaluates at frame 0 and again just as the updates start. Both evaluations fell inside
+    the rate's window before any frame was counted, so the warm-up's rate rose line after line (28, 56, 84, 111
+    frame/s: the first evaluation's seconds divided into ever more frames) and the first line after the restart read
+    "2.3 frame/s ETA 00:05:38" with about a minute left."""
+    from contrastlab.platform import progress
+
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    bar = progress.ProgressBar(total=1000, enabled=False)
+    with bar.side_task():  # an evaluation before the first unit: left out
+        clock[0] = 5.0
+    clock[0] = 6.0
+    bar.update(100)
+    assert bar.rate() == 100.0, bar.line()
+    bar.restart_rate()
+    with bar.side_task():
+        clock[0] = 16.0
+    clock[0] = 26.0
+    bar.update(100)
+    assert bar.rate() == 10.0 and "ETA 00:01:20" in bar.line(), bar.line()
+
+
+def test_a_side_task_between_units_counts_in_the_rate(monkeypatch) -> None:
+    """Evaluations that recur through a run are part of the pace the ETA extrapolates (on a GPU they can take as
+    long as the updates between them)."""
+    from contrastlab.platform import progress
+
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    bar = progress.ProgressBar(total=1000, enabled=False)
+    clock[0] = 10.0
+    bar.update(100)
+    with bar.side_task():
+        clock[0] = 20.0
+    bar.update(100)
+    assert bar.rate() == 10.0, bar.line()

@@ -165,3 +165,43 @@ def test_checkpoint_without_a_recorded_position_keeps_the_rows_up_to_its_step(
     resumed.log({"train/loss": 3.0}, 20)
     resumed.finish({})
     assert scalars(run.dir, "train/loss") == [(10, 1.0), (20, 3.0)]
+
+
+def test_resume_refuses_a_run_another_process_is_training(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """New-user trial: `platform train --resume RUN` while RUN's own `platform train` was still going started a
+    second process on the same directory: both wrote its checkpoints, metrics.jsonl and event files. The second is
+    now refused with one line naming the other's pid, and nothing in the run is touched."""
+    import fcntl
+
+    code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "train.steps=4",
+                         "--logdir", str(tmp_path), "--run-name", "x"])
+    assert code == 0, out
+    run_dir = tmp_path / "toy_clusters" / "dcl" / "x"
+    info = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**info, "status": "running", "progress": 0.5}))
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    with open(run_dir / ".train.lock", "a+") as held:  # the other process's lock
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.truncate(0)
+        held.write("4242")
+        held.flush()
+        code, out = run_cli(["train", "--resume", str(run_dir)])
+        assert code == 2 and "Traceback" not in out and len(out.strip().splitlines()) == 1, out
+        assert out.startswith(f"error: run {run_dir} is being trained by another process (pid 4242)"), out
+    after = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != ".train.lock"}
+    assert after == {p: b for p, b in before.items() if p.name != ".train.lock"}
+    code, out = run_cli(["train", "--resume", str(run_dir)])  # the other process gone: resumes
+    assert code == 0, out
+
+
+def test_a_run_in_training_holds_its_lock(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """A new run holds the lock from its creation, so a `--resume` started meanwhile is refused; the lock goes with
+    the end of the run."""
+    import fcntl
+
+    run = _toy_run(tmp_path)
+    with open(run.dir / ".train.lock", "a+") as other:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        run.finish({"eval/acc": 0.5})
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released

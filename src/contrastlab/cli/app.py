@@ -25,7 +25,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from contrastlab.cli import train as commands_train
-from contrastlab.cli.common import PRESET_DEFAULT, console, print_usage_error, say, user_errors
+from contrastlab.cli.common import (
+    PRESET_DEFAULT,
+    console,
+    print_usage_error,
+    reflow_command_help,
+    say,
+    user_errors,
+)
 from contrastlab.cli.compare import add_compare_commands
 from contrastlab.cli.tune import add_tune_commands
 from contrastlab.platform.config import resolve_config
@@ -107,17 +114,19 @@ def list_command(
         return
     for k in kinds:
         table = Table(title=k, show_lines=True)
-        table.add_column("name", style="bold")
-        table.add_column("package")
-        table.add_column("description")
+        # overflow="fold": a word too long for a narrow column goes on over the next line; rich's default cut it
+        # with an ellipsis, which at 80 columns hid defaults such as aggregation='outer'
+        table.add_column("name", style="bold", overflow="fold")
+        table.add_column("package", overflow="fold")
+        table.add_column("description", overflow="fold")
         if k == "plugins":
-            table.add_column("presets (default first)")
+            table.add_column("presets (default first)", overflow="fold")
         else:
-            table.add_column("hyperparameters (default, range)")
+            table.add_column("hyperparameters (default, range)", overflow="fold")
         if k == "losses":
-            table.add_column("labels")
+            table.add_column("labels", overflow="fold")
         if k == "samplers":
-            table.add_column("consumes")
+            table.add_column("consumes", overflow="fold")
         for row in data[k]:
             cells = [row["name"], row["package"], row["description"]]
             if k == "plugins":
@@ -159,9 +168,9 @@ def config_command(
     )
     header = f"contrastlab config for plugin '{task.name}', preset '{preset or task.default_preset}'"
     typer.echo(config_to_yaml(config, header=header), nl=False)
-    try:  # train's pre-flight: say when `platform train` would refuse this config as incompatible
+    try:  # train's pre-flight: say when `platform train` would refuse this config (incompatible, a bad value)
         preflight(task, config)
-    except IncompatibleError as exc:
+    except (IncompatibleError, ConfigError) as exc:
         say(f"note: platform train would refuse this config: {exc}", stderr=True)
     except ContrastlabError:
         pass  # data missing and the like: train says so itself, and the config may be meant for another machine
@@ -185,7 +194,7 @@ def plugins_command(
         return
     table = Table(title="plugin packages")
     for col in ("package", "version", "module", "hooks"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")  # a long module name goes on over the next line, not cut with "…"
     for row in rows:
         cells = (row["package"], row["version"], row["module"], ", ".join(row["hooks"]))
         table.add_row(*(escape(str(c)) for c in cells))
@@ -232,6 +241,7 @@ commands_train.add_train_commands(app)
 
 add_compare_commands(app)
 add_tune_commands(app)
+reflow_command_help(app)
 
 
 def main() -> None:
@@ -241,6 +251,7 @@ def main() -> None:
 
     try:
         get_plugin_manager().register_commands(app)  # imports the installed plugin packages
+        reflow_command_help(app)  # theirs too
     except KeyboardInterrupt:
         sys.stderr.write("interrupted while starting (nothing was run)\n")
         sys.exit(130)

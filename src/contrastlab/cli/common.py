@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import shlex
 import sys
 from collections.abc import Callable
@@ -92,3 +93,20 @@ def print_commands(title: str, *commands: str, stderr: bool = False) -> None:
 def split_csv(value: str | None) -> list[str]:
     """``"a, b,c"`` → ``["a", "b", "c"]``."""
     return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
+def reflow_help(text: str) -> str:
+    """A command's docstring as help: each prose paragraph on one line (rich wraps it to the terminal), while a
+    paragraph with an indented line (examples, a command continued with ``\\``) keeps its line breaks. Typer keeps
+    every line break of a docstring, so help was broken at the source's wrap points as well as the terminal's."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(p if any(line[:1].isspace() for line in p.splitlines()) else " ".join(p.split("\n"))
+                       for p in paragraphs)
+
+
+def reflow_command_help(app: typer.Typer) -> None:
+    """Give every command of ``app`` registered without an explicit help its :func:`reflow_help`'d docstring (an
+    ``app`` without commands, such as a test's stand-in, is left alone)."""
+    for info in getattr(app, "registered_commands", ()):
+        if info.help is None and info.callback is not None and info.callback.__doc__:
+            info.help = reflow_help(info.callback.__doc__)

@@ -246,12 +246,14 @@ def add_compare_commands(app: typer.Typer) -> None:
 
           platform compare --recipe dcl-table3 --devices 0 --runs-per-gpu 4
 
-          platform compare --plugin curl --loss infonce,dcl --grid loss.tau_plus=0.01,0.1 --preset paper --seeds 3
+          platform compare --plugin curl --loss infonce,dcl \\
+            --grid loss.tau_plus=0.01,0.1 --preset paper --seeds 3
 
-          platform compare --plugin pu --loss infonce,pucl --grid loss.alpha=0.3,0.5 --preset paper --devices 0,1
+          platform compare --plugin pu --loss infonce,pucl --grid loss.alpha=0.3,0.5 \\
+            --preset paper --devices 0,1
 
-          platform compare --plugin simclr --loss infonce,dcl --preset cifar10-paper --seeds 5 --backend ray \\
-            --address auto --gpus-per-run 0.25
+          platform compare --plugin simclr --loss infonce,dcl --preset cifar10-paper \\
+            --seeds 5 --backend ray --address auto --gpus-per-run 0.25
         """
         ray_opts = check_backend(backend, address, jobs, devices, cpus_per_run, gpus_per_run, max_retries)
         sets = [cmp.parse_set(s) for s in set_ or []]

@@ -33,6 +33,7 @@ from contrastlab.platform.errors import ConfigError, ContrastlabError, RunDirErr
 from contrastlab.platform.plugins import get_task_plugin
 from contrastlab.platform.run import Run, metric_numbers, read_run_info, resolve_device
 from contrastlab.platform.rundir import check_writable_dir
+from contrastlab.platform.runlock import training_pid
 from contrastlab.platform.stopping import GracefulStop
 from contrastlab.platform.task import EvalOptions, TaskConfig, TaskPlugin
 
@@ -359,20 +360,26 @@ def add_train_commands(app: typer.Typer) -> None:
         run.plugin.check_eval(options)
         recording = f", recording a video to {video}" if video is not None else ""
         say(f"evaluating {run.dir} (checkpoint at step {step}{recording})", stderr=True)
-        status = run.rundir.info().get("status")
-        if status != "completed":  # a stopped run's checkpoint is not the trained model: say so before its numbers
-            print_commands(f"note: this run has not completed (status {status or 'unknown'}, "
-                           f"{run.rundir.progress():.0%} done), so these are the metrics of a partly trained model; "
-                           "to finish it:", resume_command(run), stderr=True)
+        status, done = run.rundir.info().get("status"), f"{run.rundir.progress():.0%} done"
+        trainer = training_pid(run.dir) if status != "completed" else None
+        if trainer is not None:
+            say(f"note: this run is being trained now by another process (pid {trainer}), {done}, so these are the "
+                "metrics of a partly trained model", stderr=True)
+        elif status != "completed":  # a stopped run's checkpoint is not the trained model: say so before its numbers
+            state = "no process is training it (killed?)" if status == "running" else f"status {status or 'unknown'}"
+            print_commands(f"note: this run has not completed ({state}, {done}), so these are the metrics of a partly "
+                           "trained model; to finish it:", resume_command(run), stderr=True)
         metrics = metric_numbers(run.plugin.name, run.plugin.evaluate(run, options), "evaluate")
         record = dict(metrics)  # + which checkpoint (a run may go on afterwards)
         run.rundir.eval_json.write_text(json.dumps({**record, "checkpoint_step": step}, indent=2))
-        table = Table(title=escape(f"eval {run.dir}"))  # a path like r[v2]/... is text, not markup
+        # the run's names, not its path: rich wraps a title to the table's width, which cut the path mid-name
+        table = Table(title=escape(f"eval: {run.plugin.name} / {run.config.loss.name} (seed {run.config.seed})"))
         table.add_column("metric")
         table.add_column("value", justify="right")
         for key, value in metrics.items():
             table.add_row(escape(key), f"{float(value):.4g}")
         console.print(table)
+        say(f"eval.json: {run.rundir.eval_json}")
         if video is not None and video.is_file():
             say(f"video: {video}")
         run.close()

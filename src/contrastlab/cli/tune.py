@@ -81,9 +81,10 @@ def add_tune_commands(app: typer.Typer) -> None:
           platform tune --plugin simclr --loss dcl --preset cifar10-paper \\
             --search 'loss.tau_plus=log-uniform(0.001,0.3)' --trials 40
 
-          platform tune --plugin recsys --loss hcl --preset smoke --search 'loss.tau_plus=uniform(0.01,0.3)' \\
-            --search 'loss.beta=uniform(0.1,2)' --trials 20 --seeds-per-trial 2 --backend ray --address auto \\
-            --parallel 4
+          platform tune --plugin recsys --loss hcl --preset smoke \\
+            --search 'loss.tau_plus=uniform(0.01,0.3)' \\
+            --search 'loss.beta=uniform(0.1,2)' --trials 20 --seeds-per-trial 2 \\
+            --backend ray --address auto --parallel 4
         """
         from contrastlab.experiments import tune as tn
         from contrastlab.experiments.grid import count

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
@@ -126,6 +128,20 @@ class ProgressBar:
             samples = getattr(task, "_progress", None)
             if samples is not None:
                 samples.clear()
+
+    @contextmanager
+    def side_task(self) -> Iterator[None]:
+        """Work beside the counted units, such as an evaluation. Its time counts in the rate like any other, except
+        before the first unit since the bar (re)started: there it is left out. Recurring evaluations belong in the pace
+        the ETA extrapolates, but one at the very start of the window divided a fixed cost into the first few units
+        (CURL evaluates at frame 0 and as its updates start: its warm-up's rate rose line after line, and the first
+        line after the restart read "2.3 frame/s ETA 00:05:38" with about a minute left)."""
+        began, empty = time.monotonic(), self.done == self._start_done
+        try:
+            yield
+        finally:
+            if empty and self.done == self._start_done:
+                self._start += time.monotonic() - began
 
     def rate(self) -> float:
         """Units per second since the bar started."""

@@ -32,6 +32,7 @@ from contrastlab.platform.progress import ProgressBar
 from contrastlab.platform.resume import check_same_config, rewind_logs
 from contrastlab.platform.rng import rng_state, seed_everything, set_rng_state
 from contrastlab.platform.rundir import RunDir, check_writable_dir, first_missing, remove_created, write_text_atomic
+from contrastlab.platform.runlock import lock_run, release_run
 from contrastlab.platform.stopping import GracefulStop
 from contrastlab.platform.sysinfo import hardware_info, package_versions
 from contrastlab.platform.task import TaskConfig, TaskPlugin
@@ -138,6 +139,7 @@ class Run:
             remove_created(run_dir, made_dir, made_parents)  # leave nothing behind
             where = exc.filename or run_dir
             raise StorageError(f"--logdir {logdir}: cannot create {where}: {exc.strerror or exc}") from None
+        lock_run(run_dir)  # a --resume of it from another process meanwhile is refused (platform.runlock)
         seed_everything(config.seed)
         return cls(plugin, config, run_dir)
 
@@ -191,6 +193,7 @@ class Run:
         repeated or lost (:func:`~contrastlab.platform.resume.rewind_logs`)."""
         if not self.is_main:
             return
+        lock_run(self.dir)  # first: another live process training this run is refused before anything changes
         step = self.latest_checkpoint_step()
         saved = self.checkpoints.peek(LOG_POSITION, CONFIG_RECORD)
         check_same_config(self.rundir, step, saved.get(CONFIG_RECORD), self._recorded_config())
@@ -387,7 +390,8 @@ class Run:
             self.close()
 
     def close(self) -> None:
-        """Flush and close the writer and the metrics file."""
+        """Flush and close the writer and the metrics file; give back the training lock (platform.runlock)."""
+        release_run(self.dir)
         if self._metrics_file is not None:
             self._metrics_file.close()
             self._metrics_file = None

@@ -13,6 +13,7 @@
         eval.json               written by ``platform eval``
         error.log               the traceback of a crashed run
         compare_error.txt       the one-line error of a failed ``platform compare`` run
+        .train.lock             locked by the process training the run (its pid; see ``platform.runlock``)
 
 Use :class:`RunDir` for every path inside a run directory, :meth:`RunDir.new_run_path` to place a new run, and
 :func:`find_run_dirs` to collect runs under folders.
@@ -49,6 +50,7 @@ class RunDir:
     COMPARE_ERROR = "compare_error.txt"
     CHECKPOINTS = "checkpoints"
     EVENTS_GLOB = "events.out.tfevents.*"
+    TRAIN_LOCK = ".train.lock"
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
@@ -94,6 +96,11 @@ class RunDir:
     def compare_error(self) -> Path:
         """``compare_error.txt``: the one-line error ``platform compare`` recorded for a failed run."""
         return self.path / self.COMPARE_ERROR
+
+    @property
+    def train_lock(self) -> Path:
+        """``.train.lock``: held by the process training the run, which wrote its pid there."""
+        return self.path / self.TRAIN_LOCK
 
     @property
     def checkpoints(self) -> Path:

@@ -392,7 +392,60 @@ def test_the_eta_is_held_through_the_warm_up() -> None:
     held = []
     loop = _TrainLoop.__new__(_TrainLoop)
     loop.repeat, loop.bar = 8, SimpleNamespace(hold_eta=held.append)
-    for start in (0, 3):  # a fresh run holds it; one resumed after its warm-up does not
+    for start in (0, 3):  # a fresh run holds it for the warm-up; one resumed after it for its first step only
         loop.model = SimpleNamespace(num_timesteps=start, learning_starts=3, _n_updates=0)
         loop._on_training_start()
-    assert held == ["warm-up, no updates yet"]
+    assert held == ["warm-up, no updates yet", "resumed, no update yet"]
+
+
+def test_evaluations_run_as_side_tasks_of_the_progress_bar(monkeypatch) -> None:
+    """New-user trial: the evaluations at frame 0 and as the updates start were timed as if they were frames, so the
+    warm-up's rate rose line after line and the first line after it read "2.3 frame/s ETA 00:05:38" (a minute left)."""
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    from contrastlab.plugins.curl import task as curl_task
+
+    inside, seen = [False], []
+
+    @contextmanager
+    def side_task():
+        inside[0] = True
+        yield
+        inside[0] = False
+
+    def evaluate(*args, **kwargs):
+        seen.append(inside[0])
+        return {"eval/episode_return": 1.0, "eval/episode_return_std": 0.0}
+
+    monkeypatch.setattr(curl_task, "evaluate_agent", evaluate)
+    loop = curl_task._TrainLoop.__new__(curl_task._TrainLoop)
+    loop.config = config()
+    loop.repeat, loop.eval_env, loop.model = 8, None, SimpleNamespace(num_timesteps=0)
+    loop.state = {"next_eval": 0}
+    loop.run = SimpleNamespace(log=lambda *a, **k: None)
+    loop.bar = SimpleNamespace(side_task=side_task, update=lambda *a, **k: None)
+    loop.maybe_evaluate()
+    assert seen == [True] and loop.state["last_eval_frames"] == 0
+
+
+def test_a_resumed_run_measures_its_eta_from_after_its_first_step() -> None:
+    """New-user trial: the first line of a resumed smoke run read "1312/1600 (82%) 277.5 frame/s ETA 00:00:01" with
+    about 10 s left: its one environment step so far had no update yet (SB3 updates after the step). The ETA is
+    held through that step and measured from after it."""
+    from types import SimpleNamespace
+
+    from contrastlab.plugins.curl.task import _TrainLoop
+
+    held, restarts = [], []
+    loop = _TrainLoop.__new__(_TrainLoop)
+    loop.repeat, loop.episode_return, loop.run = 8, 0.0, None
+    loop.bar = SimpleNamespace(hold_eta=held.append, update=lambda *a, **k: None,
+                               restart_rate=lambda: restarts.append(loop.model.num_timesteps))
+    loop.locals = {"rewards": [0.0], "dones": [False]}
+    loop.model = SimpleNamespace(num_timesteps=163, learning_starts=100, _n_updates=63)
+    loop._on_training_start()
+    for step in (164, 165, 166):
+        loop.model.num_timesteps = step
+        loop._on_step()
+    assert len(held) == 1 and "resumed" in held[0] and restarts == [164]

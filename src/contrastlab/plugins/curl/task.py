@@ -124,15 +124,21 @@ class _TrainLoop(BaseCallback):
         return {f"perf/frames_per_second{FRAMES}": (frames - f0) / (now - t0),
                 f"perf/updates_per_second{FRAMES}": (updates - u0) / (now - t0)}
 
+    first_step_resumed = False  # a resumed run's first step: SB3 updates after it, so its pace is the warm-up's
+
     def _on_training_start(self) -> None:
         self.clock = (time.monotonic(), self.frames, int(self.model._n_updates))
         if self.model.num_timesteps < self.model.learning_starts:  # the warm-up's pace says nothing of the rest
             self.bar.hold_eta("warm-up, no updates yet")
+        elif self.model.num_timesteps > 0:  # resumed: one step without its update would promise seconds
+            self.bar.hold_eta("resumed, no update yet")
+            self.first_step_resumed = True
 
     def _on_step(self) -> bool:
         self.episode_return += float(self.locals["rewards"][0])
         self.bar.update(self.repeat)
-        if self.model.num_timesteps == self.model.learning_starts:  # updates start: the ETA from their pace
+        if self.model.num_timesteps == self.model.learning_starts or self.first_step_resumed:
+            self.first_step_resumed = False  # updates start (or go on): the ETA from their pace
             self.bar.restart_rate()
         if self.locals["dones"][0]:
             self.run.log({f"train/episode_return{FRAMES}": self.episode_return}, step=self.frames)
@@ -164,8 +170,9 @@ class _TrainLoop(BaseCallback):
         if force and self.state.get("last_eval_frames") == self.frames:
             return
         t = self.config.train
-        metrics = evaluate_agent(self.model, self.eval_env, t.eval_episodes, seed=self.config.seed + 10_000 +
-                                 self.frames)
+        with self.bar.side_task():  # not timed as frames when it opens the rate's window (frame 0, first update)
+            metrics = evaluate_agent(self.model, self.eval_env, t.eval_episodes, seed=self.config.seed + 10_000 +
+                                     self.frames)
         self.state["last_eval"] = metrics
         self.state["last_eval_frames"] = self.frames
         self.state["next_eval"] = (self.frames // t.eval_every_frames + 1) * t.eval_every_frames

@@ -1,0 +1,71 @@
+"""One process trains a run at a time.
+
+The process that creates or resumes a run takes an exclusive ``flock`` on the run's ``.train.lock`` (and writes its
+pid there) before it writes anything else; a ``platform train --resume`` of a run that another live process is
+training is refused in one line instead of both processes writing the same checkpoints and logs. The operating
+system drops the lock when its process ends, however it ends (SIGKILL, power loss), so a killed run resumes as
+before. The lock is the process's, not the :class:`~contrastlab.platform.run.Run` object's: the same process may
+reopen a run it holds (the Python API, tests). Where ``fcntl`` is missing (Windows) nothing is locked.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import IO
+
+from contrastlab.platform.errors import RunDirError
+from contrastlab.platform.rundir import RunDir
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+_HELD: dict[str, IO[str]] = {}
+"""The lock files this process holds, by resolved run directory."""
+
+
+def lock_run(run_dir: Path | str) -> None:
+    """Take the training lock of ``run_dir`` for this process (no-op when it already holds it); another live process
+    holding it raises :class:`RunDirError` naming its pid, before anything in the run is touched."""
+    layout = RunDir(run_dir)
+    key = str(layout.path.resolve())
+    if fcntl is None or key in _HELD:
+        return
+    handle = open(layout.train_lock, "a+", encoding="utf-8")  # noqa: SIM115 - held open until release_run
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        pid = handle.read().strip() or "unknown"
+        handle.close()
+        raise RunDirError(f"run {run_dir} is being trained by another process (pid {pid}); wait for it to end, or "
+                          f"stop it (kill {pid}) and resume then") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    _HELD[key] = handle
+
+
+def release_run(run_dir: Path | str) -> None:
+    """Give back the training lock of ``run_dir`` if this process holds it (the file stays, unlocked)."""
+    handle = _HELD.pop(str(Path(run_dir).resolve()), None)
+    if handle is not None:
+        handle.close()
+
+
+def training_pid(run_dir: Path | str) -> str | None:
+    """The pid of another live process training ``run_dir`` (holding its lock), or ``None`` when none is: a run whose
+    ``run.json`` still says ``running`` with no holder was killed outright (SIGKILL, power loss)."""
+    layout = RunDir(run_dir)
+    if fcntl is None or str(layout.path.resolve()) in _HELD or not layout.train_lock.is_file():
+        return None
+    with open(layout.train_lock, encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return handle.read().strip() or "unknown"
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
