@@ -210,3 +210,17 @@ def test_a_damaged_only_checkpoint_says_the_run_starts_again(toy_pm: PluginManag
         Run.open(run.dir)
     message = str(info.value)
     assert "\n" not in message and "no earlier checkpoint" in message and "step 0" in message
+
+
+def test_a_damaged_side_file_is_refused_before_the_run_is_touched(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """From a bad-input sweep: a cut-short ``.latest.pt`` (curl's replay buffer) was found only when training
+    loaded it, after ``--resume`` had rewound the logs and marked the run running (it ended marked failed)."""
+    run = toy_run(tmp_path)
+    run.save_checkpoint({"w": torch.ones(3), "buffer": torch.arange(1000)}, 10, latest_only=["buffer"])
+    run.close()
+    part = run.rundir.checkpoint_latest_part(10)
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    before = run.rundir.run_json.read_text()
+    with pytest.raises(checkpoints.CheckpointError, match=r"step_000000000010.latest.pt is damaged.*without the parts"):
+        Run.open(run.dir)
+    assert run.rundir.run_json.read_text() == before

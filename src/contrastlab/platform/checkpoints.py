@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import zipfile
 from collections.abc import Iterable, Mapping
 from contextlib import suppress
 from pathlib import Path
@@ -149,15 +150,23 @@ class CheckpointStore:
 
     def peek(self, *keys: str) -> dict[str, Any]:
         """The entries ``keys`` of the newest checkpoint that it has (``{}`` without checkpoints), read without
-        loading its tensors (memory-mapped; a checkpoint that cannot be read this way is read whole)."""
+        loading its tensors (memory-mapped; a checkpoint that cannot be read this way is read whole). Its side
+        file, when present, must at least open as an archive (cheap: a cut-short or overwritten one is
+        :class:`CheckpointError` here, before a resume touches the run)."""
         found = self.layout.checkpoint_steps()
         if not found:
             return {}
-        path = found[-1][1]
+        step, path = found[-1]
         try:
             state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
         except Exception:  # an old-format (non-zip) or damaged file cannot be memory-mapped: read it whole
             state = self._read(path, map_location="cpu")
+        part = self.layout.checkpoint_latest_part(step)
+        if part.is_file():
+            try:
+                zipfile.ZipFile(part).close()
+            except (zipfile.BadZipFile, OSError, EOFError):
+                self._read(part, map_location="cpu", of=path)  # an old-format file loads; a damaged one raises
         return {key: state[key] for key in keys if isinstance(state, dict) and key in state}
 
     def load(self, map_location: Any = None) -> dict[str, Any] | None:
