@@ -48,3 +48,22 @@ def test_ray_defaults_are_filled_in() -> None:
     assert check_backend("local", None, None, None, None, None, None) is None
     opts = check_backend("ray", None, None, None, None, None, None)
     assert opts == {"address": None, "cpus_per_run": 1.0, "gpus_per_run": 0.0, "max_retries": 2}
+
+
+def test_a_run_to_resume_with_a_damaged_run_json_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """It was planned as 'to resume', then its `platform train --resume` failed at run time (exit 1, the grid
+    reported one failed run); the cause was known before anything started."""
+    from contrastlab.experiments.plan import make_plan
+
+    out_dir = tmp_path / "out"
+    (point,) = make_plan("graph", "infonce", None, None, None, "smoke", [], []).points
+    run_dir = point.run_dir(out_dir)
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text("seed: 1\n")
+    (run_dir / "run.json").write_text("garbage")
+    for extra in ([], ["--dry-run"]):
+        code, out = run_cli(["compare", "--plugin", "graph", "--preset", "smoke", "--loss", "infonce",
+                             "--out", str(out_dir), *extra])  # fmt: skip
+        error = one_error(out)
+        assert code == 2 and f"{run_dir / 'run.json'} is unreadable" in error and "move" in error, out
+    assert sorted(p.name for p in out_dir.iterdir()) == ["runs"] and (run_dir / "run.json").read_text() == "garbage"

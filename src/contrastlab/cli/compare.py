@@ -27,9 +27,9 @@ from contrastlab.experiments.out_folder import (
     refuse_other_plugin,
 )
 from contrastlab.experiments.plan import eta_lines, make_plan, make_tuned_plan
-from contrastlab.platform.errors import ConfigError
+from contrastlab.platform.errors import ConfigError, RunDirError
 from contrastlab.platform.run import resolve_device
-from contrastlab.platform.rundir import check_writable_dir
+from contrastlab.platform.rundir import RunDir, check_writable_dir
 
 HELP = {
     "plugin": "Task plugin to run, e.g. --plugin simclr (see `platform list plugins`); not needed with --recipe.",
@@ -163,6 +163,16 @@ def print_results(out: Path) -> None:
         shell_command("platform", "tensorboard", board),
         shell_command("tensorboard", "--logdir", board),
     )
+
+
+def refuse_unreadable_runs(run_dirs: Sequence[Path]) -> None:
+    """Refuse, before anything runs, a run of ``--out`` to be resumed whose ``run.json`` cannot be read (its
+    ``platform train --resume`` would fail): one line naming it and how to start that run afresh."""
+    for run_dir in run_dirs:
+        try:
+            RunDir(run_dir).read_info()
+        except RunDirError as exc:
+            raise RunDirError(f"{exc}; move {run_dir} aside to train that run afresh") from None
 
 
 def check_backend(
@@ -305,6 +315,7 @@ def add_compare_commands(app: typer.Typer) -> None:
         refuse_inside_a_run(out_dir)
         refuse_other_plugin(out_dir, plan.plugin.name)
         states = [runner.run_state(p.run_dir(out_dir)) for p in plan.points]
+        refuse_unreadable_runs([p.run_dir(out_dir) for p, s in zip(plan.points, states, strict=True) if s == "resume"])
         counts = {s: states.count(s) for s in ("completed", "resume", "fresh")}
         where = f"{len(slots)} at a time" if ray_opts is None else "on Ray, as many at a time as resources allow"
         say(f"{plan.title}: preset {plan.preset}, {cmp.count(len(plan.points), 'run')} → {out_dir}: "
