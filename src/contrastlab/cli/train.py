@@ -275,10 +275,11 @@ def add_train_commands(app: typer.Typer) -> None:
             if read_run_info(resume).get("status") == "completed":
                 evaluate = shell_command("platform", "eval", resume)
                 raise RunDirError(f"run {resume} already completed; see its summary.json (or: {evaluate})")
+            keep = None if keep_checkpoints is None else keep_checkpoints_value(keep_checkpoints)  # before Run.open
             check_writable_dir(resume, "--resume")
-            run = Run.open(resume, device=device)  # runs the pre-flight check again
-            if keep_checkpoints is not None:
-                run.keep_checkpoints = keep_checkpoints_value(keep_checkpoints)
+            run = Run.open(resume, device=device)  # runs the pre-flight check again; rewinds the logs
+            if keep is not None:
+                run.keep_checkpoints = keep
             say(f"resuming {run.dir} from step {run.latest_checkpoint_step() or 0}", stderr=True)
         else:
             if plugin is None:
