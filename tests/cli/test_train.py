@@ -44,34 +44,3 @@ def test_resume_refuses_a_bad_keep_checkpoints_before_touching_the_run(tmp_path:
         code, out = run_cli(["train", "--resume", str(run_dir), "--keep-checkpoints", "0"])
         assert code == 2 and "keep_checkpoints must be >= 1" in out and "Traceback" not in out, out
         assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
-
-
-def test_resume_refuses_a_run_that_another_process_is_training(tmp_path: Path) -> None:
-    import json
-    import subprocess
-    import sys
-
-    import contrastlab_toy.plugin
-
-    from contrastlab.testing import fresh_plugin_manager
-
-    with fresh_plugin_manager(contrastlab_toy.plugin, package="contrastlab-toy"):
-        code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl", "--logdir", str(tmp_path),
-                             "--set", "train.steps=30", "--set", "checkpoint_every=10"])  # fmt: skip
-        assert code == 0, out
-        (run_dir,) = [p for p in tmp_path.glob("*/*/*") if p.is_dir()]
-        info = json.loads((run_dir / "run.json").read_text())
-        assert {"pid", "host"} <= set(info)
-        trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "platform", "train"])
-        try:
-            (run_dir / "run.json").write_text(json.dumps({**info, "status": "running", "pid": trainer.pid}))
-            before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
-            code, out = run_cli(["train", "--resume", str(run_dir)])
-            assert code == 2 and f"being trained by process {trainer.pid}" in out and "Traceback" not in out, out
-            assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
-        finally:
-            trainer.kill()
-            trainer.wait()
-        code, out = run_cli(["train", "--resume", str(run_dir)])  # that process is gone: the run resumes
-        assert code == 0, out
-        assert json.loads((run_dir / "run.json").read_text())["pid"] not in (None, trainer.pid)

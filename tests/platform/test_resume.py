@@ -11,9 +11,7 @@ import torch
 import yaml
 from test_runs import read_metrics, scalars
 
-from contrastlab.platform.errors import RunDirError
 from contrastlab.platform.plugins import PluginManager
-from contrastlab.platform.resume import refuse_live_run, trainer_stamp
 from contrastlab.testing import run_cli
 
 
@@ -167,31 +165,3 @@ def test_checkpoint_without_a_recorded_position_keeps_the_rows_up_to_its_step(
     resumed.log({"train/loss": 3.0}, 20)
     resumed.finish({})
     assert scalars(run.dir, "train/loss") == [(10, 1.0), (20, 3.0)]
-
-
-def test_a_run_another_live_process_trains_is_refused(tmp_path: Path) -> None:
-    """From a bad-input sweep: ``--resume`` of a run still training in another process was accepted, and both
-    processes wrote into the same directory."""
-    import os
-    import socket
-    import subprocess
-    import sys
-
-    assert trainer_stamp() == {"pid": os.getpid(), "host": socket.gethostname()}
-    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "platform", "train"])
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a reused pid: no train
-    try:
-        here = {"status": "running", "host": socket.gethostname()}
-        with pytest.raises(RunDirError, match=rf"being trained by process {live.pid} on this machine"):
-            refuse_live_run(tmp_path, {**here, "pid": live.pid})
-        refuse_live_run(tmp_path, {**here, "pid": other.pid})
-        refuse_live_run(tmp_path, {**here, "pid": os.getpid()})  # this process itself
-        refuse_live_run(tmp_path, {**here, "status": "interrupted", "pid": live.pid})
-        refuse_live_run(tmp_path, {**here, "host": "elsewhere", "pid": live.pid})
-        refuse_live_run(tmp_path, {"status": "running"})  # a run.json from before the stamp
-    finally:
-        live.kill()
-        other.kill()
-        live.wait()
-        other.wait()
-    refuse_live_run(tmp_path, {**here, "pid": live.pid})  # its process ended (SIGKILL): resumable

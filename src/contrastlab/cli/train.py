@@ -31,7 +31,6 @@ from contrastlab.experiments.grid import fmt_duration
 from contrastlab.platform.config import flatten_items, load_yaml_file, resolve_config
 from contrastlab.platform.errors import ConfigError, ContrastlabError, RunDirError, StorageError
 from contrastlab.platform.plugins import get_task_plugin
-from contrastlab.platform.resume import refuse_live_run
 from contrastlab.platform.run import Run, metric_numbers, read_run_info, resolve_device
 from contrastlab.platform.rundir import check_writable_dir
 from contrastlab.platform.stopping import GracefulStop
@@ -273,11 +272,9 @@ def add_train_commands(app: typer.Typer) -> None:
             if clash:
                 raise ConfigError(f"--resume continues a run with its own config.yaml; drop {', '.join(clash)} "
                                   "(only --device and --keep-checkpoints apply to a resumed run)")
-            info = read_run_info(resume)
-            if info.get("status") == "completed":
+            if read_run_info(resume).get("status") == "completed":
                 evaluate = shell_command("platform", "eval", resume)
                 raise RunDirError(f"run {resume} already completed; see its summary.json (or: {evaluate})")
-            refuse_live_run(resume, info)  # two processes must not train into one directory
             keep = None if keep_checkpoints is None else keep_checkpoints_value(keep_checkpoints)  # before Run.open
             check_writable_dir(resume, "--resume")
             run = Run.open(resume, device=device)  # runs the pre-flight check again; rewinds the logs

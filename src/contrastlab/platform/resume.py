@@ -1,5 +1,4 @@
-"""Resuming a run: refuse a changed config or a run another process is training, and cut the logs back to what
-preceded the checkpoint.
+"""Resuming a run: refuse a changed config, and cut the logs back to what preceded the checkpoint.
 
 Every checkpoint records the run's ``config.yaml`` and how far ``metrics.jsonl`` and the TensorBoard event files
 reached when it was saved (:meth:`RunDir.log_position <contrastlab.platform.rundir.RunDir.log_position>`). A
@@ -14,11 +13,7 @@ after that checkpoint in the file written before the resume).
 from __future__ import annotations
 
 import json
-import os
-import socket
 from collections.abc import Mapping
-from contextlib import suppress
-from pathlib import Path
 from typing import Any
 
 from contrastlab.platform.config import flatten_items
@@ -81,31 +76,3 @@ def rewind_logs(layout: RunDir, step: int | None, position: Mapping[str, Any] | 
     except OSError as exc:
         raise StorageError(f"cannot rewind the logs of {layout.path}: {exc.strerror or exc}") from None
     return rows, purge_step
-
-
-def trainer_stamp() -> dict[str, Any]:
-    """``{"pid": ..., "host": ...}`` of this process: kept in ``run.json`` while it trains the run, so that a
-    ``--resume`` from another process can tell the run is live (:func:`refuse_live_run`)."""
-    return {"pid": os.getpid(), "host": socket.gethostname()}
-
-
-def refuse_live_run(run_dir: Path | str, info: Mapping[str, Any]) -> None:
-    """Refuse (one-line :class:`RunDirError`) to reopen a run that ``info`` (its ``run.json``) says is running in
-    another live ``platform train`` process of this machine. A process that is gone (SIGKILL, a reboot), or
-    whose pid now belongs to a program that is no ``train`` (a reused pid), does not count."""
-    pid = info.get("pid")
-    if info.get("status") != "running" or info.get("host") != socket.gethostname() or type(pid) is not int:
-        return
-    if pid == os.getpid() or pid <= 0:
-        return
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return
-    except OSError:  # PermissionError: it exists
-        pass
-    with suppress(OSError):  # Linux: a pid reused by another program is not the trainer
-        if b"train" not in Path(f"/proc/{pid}/cmdline").read_bytes():
-            return
-    raise RunDirError(f"run {run_dir} is being trained by process {pid} on this machine; wait for it to end, or "
-                      f"stop it (kill {pid}) and resume then")

@@ -29,7 +29,7 @@ from contrastlab.platform.hparams import hparam_columns, write_session
 from contrastlab.platform.plugins import get_recorded_plugin
 from contrastlab.platform.preflight import preflight
 from contrastlab.platform.progress import ProgressBar
-from contrastlab.platform.resume import check_same_config, rewind_logs, trainer_stamp
+from contrastlab.platform.resume import check_same_config, rewind_logs
 from contrastlab.platform.rng import rng_state, seed_everything, set_rng_state
 from contrastlab.platform.rundir import RunDir, check_writable_dir, first_missing, remove_created, write_text_atomic
 from contrastlab.platform.stopping import GracefulStop
@@ -125,7 +125,6 @@ class Run:
             "error": None,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "wall_time_s": 0.0,
-            **trainer_stamp(),
         }
         check_writable_dir(logdir, "--logdir")
         made_parents, made_dir = first_missing(run_dir.parent), False
@@ -199,7 +198,7 @@ class Run:
         rows, self._purge_step = rewind_logs(self.rundir, step, saved.get(LOG_POSITION))
         self._clamp_log += [v for row in rows for tag, v in row.items()  # summary.json's mean spans the whole run
                             if tag.startswith(CLAMP_TAG) and isinstance(v, (int, float))]
-        self._write_info(status="running", error=None, **trainer_stamp())
+        self._write_info(status="running", error=None)
 
     # ------------------------------------------------------------------ logging
     @property
