@@ -11,6 +11,7 @@ from contrastlab.data.pu import (
     UNLABELED,
     binarize,
     check_prior,
+    check_test_set,
     exact_prior,
     make_pu_split,
 )
@@ -133,3 +134,12 @@ def test_every_default_positive_class_set_belongs_to_a_loadable_dataset() -> Non
     from contrastlab.data.pu import DEFAULT_POSITIVE_CLASSES
 
     assert set(DEFAULT_POSITIVE_CLASSES) <= set(dataset_names())
+
+
+@pytest.mark.parametrize(("labels", "size", "missing"), [([0, 1, 1], 3, "positive"), ([2, 3], None, "negative")])
+def test_a_test_set_needs_both_classes(labels: list[int], size: int | None, missing: str) -> None:
+    """From a bad-input sweep: ``data.test_size=1`` trained to the end and reported auc NaN and f1 0."""
+    with pytest.raises(ConfigError, match=f"has no {missing} example") as info:
+        check_test_set(torch.tensor(labels), [2, 3], size)
+    assert ("data.test_size=3: " in str(info.value)) == (size is not None)
+    check_test_set(torch.tensor([0, 2]), [2, 3], 2)  # one of each: fine

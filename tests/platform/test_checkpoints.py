@@ -162,3 +162,65 @@ def test_a_checkpoint_records_how_far_the_run_got(toy_pm: PluginManager, tmp_pat
         run.save_checkpoint({"w": torch.ones(3)}, 30)
     info = json.loads(run.rundir.run_json.read_text())
     assert info["progress"] == 0.75 and info["last_checkpoint_step"] == 30
+
+
+def damage(path: Path, how: str) -> None:
+    """Damage a checkpoint file: cut to half, emptied, or overwritten with bytes that are no checkpoint."""
+    if how == "half":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    else:
+        path.write_bytes(bytes(range(256)) * 20)
+
+
+@pytest.mark.parametrize("how", ["half", "empty", "garbage"])
+def test_a_damaged_newest_checkpoint_is_one_line_naming_it_and_the_previous_one(
+    toy_pm: PluginManager, tmp_path: Path, how: str
+) -> None:
+    """From a bad-input sweep: a truncated checkpoint said ``error: Invalid argument`` (exit 1), an empty one
+    ``Aborted.``, a garbage one printed an unpickling traceback, from both ``--resume`` and ``eval``."""
+    code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl", "--logdir", str(tmp_path),
+                         "--set", "train.steps=30", "--set", "checkpoint_every=10"])  # fmt: skip
+    assert code == 0, out
+    run_dir = only_run(tmp_path)
+    info = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**info, "status": "running"}))  # as if killed after step 30
+    newest = run_dir / "checkpoints" / "step_000000000030.pt"
+    damage(newest, how)
+    for args in (["train", "--resume", str(run_dir)], ["eval", str(run_dir)]):
+        code, out = run_cli(args)
+        assert code == 2 and "Traceback" not in out, out
+        errors = [line for line in out.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1, out
+        assert str(newest) in errors[0] and "step 20" in errors[0], out
+    assert newest.exists() and (run_dir / "checkpoints" / "step_000000000020.pt").exists()  # nothing deleted
+    newest.unlink()  # what the message suggests: the previous checkpoint resumes the run
+    code, out = run_cli(["train", "--resume", str(run_dir)])
+    assert code == 0, out
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "completed"
+
+
+def test_a_damaged_only_checkpoint_says_the_run_starts_again(toy_pm: PluginManager, tmp_path: Path) -> None:
+    run = toy_run(tmp_path)
+    run.save_checkpoint({"w": torch.ones(3)}, 10)
+    run.close()
+    damage(run.rundir.checkpoint(10), "half")
+    with pytest.raises(checkpoints.CheckpointError) as info:
+        Run.open(run.dir)
+    message = str(info.value)
+    assert "\n" not in message and "no earlier checkpoint" in message and "step 0" in message
+
+
+def test_a_damaged_side_file_is_refused_before_the_run_is_touched(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """From a bad-input sweep: a cut-short ``.latest.pt`` (curl's replay buffer) was found only when training
+    loaded it, after ``--resume`` had rewound the logs and marked the run running (it ended marked failed)."""
+    run = toy_run(tmp_path)
+    run.save_checkpoint({"w": torch.ones(3), "buffer": torch.arange(1000)}, 10, latest_only=["buffer"])
+    run.close()
+    part = run.rundir.checkpoint_latest_part(10)
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    before = run.rundir.run_json.read_text()
+    with pytest.raises(checkpoints.CheckpointError, match=r"step_000000000010.latest.pt is damaged.*without the parts"):
+        Run.open(run.dir)
+    assert run.rundir.run_json.read_text() == before

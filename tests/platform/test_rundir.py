@@ -134,3 +134,15 @@ def test_claim_takes_the_next_name_when_another_process_made_the_chosen_one(tmp_
     numbered = RunDir(chosen.path.with_name(f"{chosen.path.name}-4"))  # what new_run_path chooses next
     numbered.path.mkdir()  # taken meanwhile too
     assert numbered.claim().path.name == f"{chosen.path.name}-5"  # not -4-2
+
+
+@pytest.mark.parametrize("info", [{"status": "running"}, {"plugin": None}, {"plugin": 5}, {"plugin": ""}])
+def test_a_run_json_that_names_no_plugin_is_one_line(tmp_path: Path, info: dict) -> None:
+    """From a bad-input sweep: ``--resume``/``eval`` of a run whose run.json lacked ``plugin`` printed
+    ``KeyError: 'plugin'`` with a traceback."""
+    layout = RunDir(tmp_path / "run")
+    layout.path.mkdir()
+    layout.config_yaml.write_text("seed: 1\n")
+    layout.run_json.write_text(json.dumps(info))
+    with pytest.raises(RunDirError, match=r"run.json names no plugin \(its 'plugin' entry\)$"):
+        layout.read_info()

@@ -572,3 +572,18 @@ def test_reopening_a_run_whose_plugin_contrastlab_plugins_leaves_out_names_the_v
     assert "not installed here" not in out, out
     assert (f"{run.dir} was trained with plugin 'toy_clusters', which is not loaded: CONTRASTLAB_PLUGINS=other-pkg "
             "loads only the built-ins and the packages it names") in " ".join(out.split()), out
+
+
+@pytest.mark.parametrize("wall", ["abc", None, -5, [1]])
+def test_a_damaged_wall_time_in_run_json_does_not_stop_a_resume(toy_pm: PluginManager, tmp_path: Path, wall) -> None:
+    """From a bad-input sweep: ``"wall_time_s": "abc"`` (or null) in run.json made ``--resume`` end in a
+    ValueError traceback at the first log line. The wall time is bookkeeping: an unusable value counts as 0."""
+    code, out = train_toy(tmp_path)
+    assert code == 0, out
+    run_dir = only_run(tmp_path)
+    info = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**info, "status": "running", "wall_time_s": wall}))
+    code, out = run_cli(["train", "--resume", str(run_dir)])
+    assert code == 0 and "Traceback" not in out, out
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["status"] == "completed" and isinstance(info["wall_time_s"], float) and info["wall_time_s"] >= 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -26,9 +27,9 @@ from contrastlab.experiments.out_folder import (
     refuse_other_plugin,
 )
 from contrastlab.experiments.plan import eta_lines, make_plan, make_tuned_plan
-from contrastlab.platform.errors import ConfigError
+from contrastlab.platform.errors import ConfigError, RunDirError
 from contrastlab.platform.run import resolve_device
-from contrastlab.platform.rundir import check_writable_dir
+from contrastlab.platform.rundir import RunDir, check_writable_dir
 
 HELP = {
     "plugin": "Task plugin to run, e.g. --plugin simclr (see `platform list plugins`); not needed with --recipe.",
@@ -164,27 +165,46 @@ def print_results(out: Path) -> None:
     )
 
 
+def refuse_unreadable_runs(run_dirs: Sequence[Path]) -> None:
+    """Refuse, before anything runs, a run of ``--out`` to be resumed whose ``run.json`` cannot be read (its
+    ``platform train --resume`` would fail): one line naming it and how to start that run afresh."""
+    for run_dir in run_dirs:
+        try:
+            RunDir(run_dir).read_info()
+        except RunDirError as exc:
+            raise RunDirError(f"{exc}; move {run_dir} aside to train that run afresh") from None
+
+
 def check_backend(
     backend: str,
     address: str | None,
     jobs: int | None,
     devices: str | None,
-    cpus: float,
-    gpus: float,
-    retries: int,
+    cpus: float | None,
+    gpus: float | None,
+    retries: int | None,
 ) -> dict | None:
     """Validate the backend options before anything runs; the Ray keyword arguments, or ``None`` for local.
     An unreachable ``--address`` (or one where no Ray head answers), a missing ``ray`` package, or a cluster with
     fewer GPUs (CPUs) than ``--gpus-per-run`` (``--cpus-per-run``) is a one-line error here (nothing written
-    yet)."""
+    yet). ``cpus``, ``gpus`` and ``retries`` are ``None`` when not given: Ray's defaults (1, 0, 2) apply, and
+    the local backend refuses any that is given."""
     if backend not in ("local", "ray"):
         raise ConfigError(f"--backend {backend}: choose local or ray")
     if backend == "local":
-        if address is not None:
-            raise ConfigError("--address needs --backend ray")
+        given = {"--address": address, "--cpus-per-run": cpus, "--gpus-per-run": gpus, "--max-retries": retries}
+        for name, value in given.items():
+            if value is not None:
+                raise ConfigError(f"{name} needs --backend ray")
         return None
     if jobs is not None or devices is not None:
         raise ConfigError("--jobs/--devices are for --backend local; with ray use --cpus-per-run/--gpus-per-run")
+    cpus = 1.0 if cpus is None else cpus
+    gpus = 0.0 if gpus is None else gpus
+    retries = 2 if retries is None else retries
+    for name, value in (("--cpus-per-run", cpus), ("--gpus-per-run", gpus)):
+        if not math.isfinite(value):
+            raise ConfigError(f"{name} {value:g}: must be finite")
     if cpus < 0 or gpus < 0 or cpus + gpus <= 0:
         raise ConfigError(f"--cpus-per-run {cpus:g} --gpus-per-run {gpus:g}: must be ≥ 0 and not both 0")
     if gpus > 1 and not float(gpus).is_integer():  # Ray refuses it at the first submission, with a traceback
@@ -222,9 +242,9 @@ def add_compare_commands(app: typer.Typer) -> None:
         dry_run: Annotated[bool, typer.Option("--dry-run", help=HELP["dry_run"])] = False,
         backend: Annotated[str, typer.Option(help=HELP["backend"])] = "local",
         address: Annotated[str | None, typer.Option(help=HELP["address"])] = None,
-        cpus_per_run: Annotated[float, typer.Option(help=HELP["cpus_per_run"])] = 1.0,
-        gpus_per_run: Annotated[float, typer.Option(help=HELP["gpus_per_run"])] = 0.0,
-        max_retries: Annotated[int, typer.Option(help=HELP["max_retries"])] = 2,
+        cpus_per_run: Annotated[float | None, typer.Option(help=HELP["cpus_per_run"])] = None,
+        gpus_per_run: Annotated[float | None, typer.Option(help=HELP["gpus_per_run"])] = None,
+        max_retries: Annotated[int | None, typer.Option(help=HELP["max_retries"])] = None,
         shared_fs: Annotated[bool | None, typer.Option("--shared-fs/--no-shared-fs", help=HELP["shared_fs"])] = None,
         tuned: Annotated[list[Path] | None, typer.Option(help=HELP["tuned"])] = None,
     ) -> None:
@@ -258,7 +278,7 @@ def add_compare_commands(app: typer.Typer) -> None:
         ray_opts = check_backend(backend, address, jobs, devices, cpus_per_run, gpus_per_run, max_retries)
         sets = [cmp.parse_set(s) for s in set_ or []]
         cmp.refuse_device_set([k for k, _ in sets], "--devices" if devices is not None else
-                              "--gpus-per-run" if backend == "ray" and gpus_per_run > 0 else None)
+                              "--gpus-per-run" if ray_opts and ray_opts["gpus_per_run"] > 0 else None)
         if jobs is not None and devices is not None:
             raise ConfigError("--jobs and --devices are exclusive: --devices runs one process per listed GPU")
         if jobs is not None and jobs < 1:
@@ -297,6 +317,7 @@ def add_compare_commands(app: typer.Typer) -> None:
         refuse_inside_a_run(out_dir)
         refuse_other_plugin(out_dir, plan.plugin.name)
         states = [runner.run_state(p.run_dir(out_dir)) for p in plan.points]
+        refuse_unreadable_runs([p.run_dir(out_dir) for p, s in zip(plan.points, states, strict=True) if s == "resume"])
         counts = {s: states.count(s) for s in ("completed", "resume", "fresh")}
         where = f"{len(slots)} at a time" if ray_opts is None else "on Ray, as many at a time as resources allow"
         say(f"{plan.title}: preset {plan.preset}, {cmp.count(len(plan.points), 'run')} → {out_dir}: "

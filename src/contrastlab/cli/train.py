@@ -235,7 +235,7 @@ def add_train_commands(app: typer.Typer) -> None:
             typer.Option(help="auto (CUDA when available, else CPU), cpu, cuda or cuda:K (default: the preset's "
                          "device, else auto; the smoke presets of simclr, graph and recsys say cpu)."),
         ] = None,
-        logdir: Annotated[Path, typer.Option(help="Root directory of runs.")] = Path("runs"),
+        logdir: Annotated[Path | None, typer.Option(help="Root directory of runs (default: runs).")] = None,
         run_name: Annotated[
             str | None, typer.Option(help="Name of the run directory instead of <time>-s<seed>.")
         ] = None,
@@ -267,7 +267,8 @@ def add_train_commands(app: typer.Typer) -> None:
         """
         if resume is not None:
             given = {"--plugin": plugin, "--loss": loss, "--sampler": sampler, "--encoder": encoder, "--preset": preset,
-                     "--config": config_file, "--set": set_ or None, "--seed": seed, "--run-name": run_name}
+                     "--config": config_file, "--set": set_ or None, "--seed": seed, "--logdir": logdir,
+                     "--run-name": run_name}
             clash = [name for name, value in given.items() if value is not None]
             if clash:
                 raise ConfigError(f"--resume continues a run with its own config.yaml; drop {', '.join(clash)} "
@@ -275,10 +276,11 @@ def add_train_commands(app: typer.Typer) -> None:
             if read_run_info(resume).get("status") == "completed":
                 evaluate = shell_command("platform", "eval", resume)
                 raise RunDirError(f"run {resume} already completed; see its summary.json (or: {evaluate})")
+            keep = None if keep_checkpoints is None else keep_checkpoints_value(keep_checkpoints)  # before Run.open
             check_writable_dir(resume, "--resume")
-            run = Run.open(resume, device=device)  # runs the pre-flight check again
-            if keep_checkpoints is not None:
-                run.keep_checkpoints = keep_checkpoints_value(keep_checkpoints)
+            run = Run.open(resume, device=device)  # runs the pre-flight check again; rewinds the logs
+            if keep is not None:
+                run.keep_checkpoints = keep
             say(f"resuming {run.dir} from step {run.latest_checkpoint_step() or 0}", stderr=True)
         else:
             if plugin is None:
@@ -304,7 +306,8 @@ def add_train_commands(app: typer.Typer) -> None:
             device_obj = resolve_device(config.device)
             overrides = recorded_overrides(config_file, sampler, encoder, set_ or [])
             # Run.create runs the pre-flight check (components, labels, the plugin's own) before writing anything
-            run = Run.create(task, config, logdir, preset=preset_name, overrides=overrides, run_name=run_name)
+            run = Run.create(task, config, logdir or Path("runs"), preset=preset_name, overrides=overrides,
+                             run_name=run_name)
             warn_if_cpu_heavy(task, config, preset_name, device_obj)
             say(f"run directory: {run.dir}", stderr=True)
             if not task.uses_loss(config):

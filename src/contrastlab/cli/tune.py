@@ -64,9 +64,9 @@ def add_tune_commands(app: typer.Typer) -> None:
         parallel: Annotated[int, typer.Option(help=HELP["parallel"])] = 1,
         backend: Annotated[str, typer.Option(help=COMPARE_HELP["backend"])] = "local",
         address: Annotated[str | None, typer.Option(help=COMPARE_HELP["address"])] = None,
-        cpus_per_run: Annotated[float, typer.Option(help=COMPARE_HELP["cpus_per_run"])] = 1.0,
-        gpus_per_run: Annotated[float, typer.Option(help=COMPARE_HELP["gpus_per_run"])] = 0.0,
-        max_retries: Annotated[int, typer.Option(help=COMPARE_HELP["max_retries"])] = 2,
+        cpus_per_run: Annotated[float | None, typer.Option(help=COMPARE_HELP["cpus_per_run"])] = None,
+        gpus_per_run: Annotated[float | None, typer.Option(help=COMPARE_HELP["gpus_per_run"])] = None,
+        max_retries: Annotated[int | None, typer.Option(help=COMPARE_HELP["max_retries"])] = None,
     ) -> None:
         """Search hyperparameters with Optuna, optimising (maximising or minimising as the plugin declares) its
         primary metric (see docs/tune.md).
@@ -107,7 +107,7 @@ def add_tune_commands(app: typer.Typer) -> None:
             raise ConfigError(f"--search: {', '.join(twice)} {'is' if len(twice) == 1 else 'are'} given twice")
         sets = [parse_fixed(s) for s in set_ or []]
         refuse_device_set([s.split("=", 1)[0] for s in sets], "--device" if device is not None else
-                          "--gpus-per-run" if backend == "ray" and gpus_per_run > 0 else None)
+                          "--gpus-per-run" if backend == "ray" and (gpus_per_run or 0) > 0 else None)
         clash = sorted(set(keys) & {s.split("=", 1)[0] for s in sets})
         if clash:
             raise ConfigError(f"--set and --search both give {', '.join(clash)}")
@@ -131,7 +131,7 @@ def add_tune_commands(app: typer.Typer) -> None:
         if ray_opts is not None and address is None:  # the private local instance: start it now, check its size
             from contrastlab.experiments.ray_runner import connect_checked
 
-            connect_checked(None, cpus_per_run, gpus_per_run)
+            connect_checked(None, ray_opts["cpus_per_run"], ray_opts["gpus_per_run"])
         check_writable_dir(out_dir, "--out")
         out_dir.mkdir(parents=True, exist_ok=True)
         the_study = tn.open_study(spec, url, name, pruner)

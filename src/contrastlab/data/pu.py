@@ -186,6 +186,19 @@ def binarize(labels: Tensor, positive_classes: Sequence[int], num_classes: int |
     return y
 
 
+def check_test_set(labels: Tensor, positive_classes: Sequence[int], test_size: int | None) -> None:
+    """Refuse a test set without a positive or without a negative example (``data.test_size`` too small): its
+    AUC is undefined and precision, recall and F1 read 0. One-line :class:`ConfigError`."""
+    y = torch.isin(torch.as_tensor(labels).long().reshape(-1), torch.tensor(sorted(set(positive_classes))))
+    n, n_pos = int(y.numel()), int(y.sum())
+    if 0 < n_pos < n:
+        return
+    size = f"data.test_size={test_size}: " if test_size is not None else ""
+    raise ConfigError(f"{size}the test set ({n} example{'s' * (n != 1)}) has no "
+                      f"{'positive' if n_pos == 0 else 'negative'} example, so AUC is undefined and F1 reads 0; "
+                      "use a larger data.test_size")
+
+
 def resolve_n_labeled(n_positive: int, n_labeled: int | None, labeled_fraction: float | None) -> int:
     """Number of labeled positives from exactly one of ``n_labeled`` or ``labeled_fraction`` (of the positives)."""
     if (n_labeled is None) == (labeled_fraction is None):

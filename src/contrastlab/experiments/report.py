@@ -140,19 +140,25 @@ def _check_keys_exist(
 
 
 def collect_runs(paths: Iterable[Path | str], note: Callable[[str], None] = lambda _: None) -> list[RunRecord]:
-    """The runs under ``paths``, each (configuration, seed) once: a directory whose ``run.json`` is not a run
-    record is skipped, and a repeat of a (configuration, seed) already found (e.g. the same run in two compare
-    outputs) is not counted again (a completed one is preferred); ``note`` is told about both."""
+    """The runs under ``paths``, each (configuration, seed) once: a directory whose ``run.json`` or
+    ``summary.json`` is not a run record (no plugin, a seed that is no integer, ...) is skipped, and a repeat of a
+    (configuration, seed) already found (e.g. the same run in two compare outputs) is not counted again (a completed
+    one is preferred); ``note`` is told about both."""
     paths = list(paths)
     records, unreadable, repeats = [], [], []
     for d in find_run_dirs(paths):
         info = RunDir(d).info()
-        if not info.get("plugin"):
+        try:
+            record = load_run(d) if info.get("plugin") else None
+        except (TypeError, ValueError, AttributeError):  # e.g. a seed that is no integer, metrics that are no mapping
+            record = None
+        if record is None:
             unreadable.append(str(d))
             continue
-        records.append(load_run(d))
+        records.append(record)
     if unreadable:
-        note(f"skipped {len(unreadable)} folder(s) whose run.json is not a run record: {', '.join(unreadable[:3])}")
+        note(f"skipped {len(unreadable)} folder(s) whose run.json or summary.json is not a run record: "
+             f"{', '.join(unreadable[:3])}")
     if not records:
         raise RunDirError(f"no run directories (with run.json) under {', '.join(map(str, paths))}")
     by_key: dict[tuple[Any, ...], RunRecord] = {}

@@ -7,11 +7,14 @@
 * The newest ``keep`` checkpoints are kept.
 * ``latest_only`` keys (e.g. a replay buffer) go to a side file next to the newest checkpoint only; it is deleted
   when a newer checkpoint has been written. Resuming from an older checkpoint then starts without those parts.
+* A checkpoint that cannot be read (cut short by a copy, emptied, overwritten) is :class:`CheckpointError`, one
+  line naming the file and the previous checkpoint: nothing is deleted or skipped silently.
 """
 
 from __future__ import annotations
 
 import os
+import zipfile
 from collections.abc import Iterable, Mapping
 from contextlib import suppress
 from pathlib import Path
@@ -19,7 +22,7 @@ from typing import Any
 
 import torch
 
-from contrastlab.platform.errors import StorageError
+from contrastlab.platform.errors import CheckpointError, StorageError
 from contrastlab.platform.rundir import RunDir
 
 
@@ -147,15 +150,23 @@ class CheckpointStore:
 
     def peek(self, *keys: str) -> dict[str, Any]:
         """The entries ``keys`` of the newest checkpoint that it has (``{}`` without checkpoints), read without
-        loading its tensors (memory-mapped; a checkpoint that cannot be read this way is read whole)."""
+        loading its tensors (memory-mapped; a checkpoint that cannot be read this way is read whole). Its side
+        file, when present, must at least open as an archive (cheap: a cut-short or overwritten one is
+        :class:`CheckpointError` here, before a resume touches the run)."""
         found = self.layout.checkpoint_steps()
         if not found:
             return {}
-        path = found[-1][1]
+        step, path = found[-1]
         try:
             state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-        except RuntimeError:  # an old-format (non-zip) file cannot be memory-mapped
-            state = torch.load(path, map_location="cpu", weights_only=False)
+        except Exception:  # an old-format (non-zip) or damaged file cannot be memory-mapped: read it whole
+            state = self._read(path, map_location="cpu")
+        part = self.layout.checkpoint_latest_part(step)
+        if part.is_file():
+            try:
+                zipfile.ZipFile(part).close()
+            except (zipfile.BadZipFile, OSError, EOFError):
+                self._read(part, map_location="cpu", of=path)  # an old-format file loads; a damaged one raises
         return {key: state[key] for key in keys if isinstance(state, dict) and key in state}
 
     def load(self, map_location: Any = None) -> dict[str, Any] | None:
@@ -164,8 +175,35 @@ class CheckpointStore:
         if not found:
             return None
         step, path = found[-1]
-        state = torch.load(path, map_location=map_location, weights_only=False)
+        state = self._read(path, map_location=map_location)
         part = self.layout.checkpoint_latest_part(step)
         if part.is_file():
-            state.update(torch.load(part, map_location=map_location, weights_only=False))
+            state.update(self._read(part, map_location=map_location, of=path))
         return state
+
+    def _read(self, path: Path, map_location: Any = None, of: Path | None = None) -> dict[str, Any]:
+        """Load checkpoint file ``path`` (the side file of checkpoint ``of``), or raise a one-line
+        :class:`CheckpointError` that names it and the previous checkpoint (or says there is none)."""
+        try:
+            state = torch.load(path, map_location=map_location, weights_only=False)
+        except MemoryError:
+            raise
+        except Exception as exc:  # torch, zipfile, pickle and OS errors all mean: unreadable
+            reason = " ".join(str(exc).split(". ")[0].split()) or type(exc).__name__
+            raise CheckpointError(f"checkpoint {path} is damaged ({type(exc).__name__}: {reason}); "
+                                  f"{self._without(path, of)}") from None
+        if not isinstance(state, dict):
+            raise CheckpointError(f"checkpoint {path} holds a {type(state).__name__}, not a checkpoint; "
+                                  f"{self._without(path, of)}")
+        return state
+
+    def _without(self, path: Path, of: Path | None) -> str:
+        """What moving the damaged file ``path`` (the side file of checkpoint ``of``) out of the checkpoint folder
+        would lead to."""
+        folder = self.layout.checkpoints
+        if of is not None:
+            return f"move it out of {folder} to continue from {of.name} without the parts it holds"
+        older = [step for step, p in self.layout.checkpoint_steps() if p != path]
+        if older:
+            return f"move it out of {folder} to continue from the previous checkpoint (step {older[-1]})"
+        return f"no earlier checkpoint is kept: move it out of {folder} and --resume starts the run again from step 0"

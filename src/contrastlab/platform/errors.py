@@ -40,6 +40,11 @@ class StorageError(ContrastlabError, OSError):
     """A file or directory that cannot be written: a read-only place, a path through a file, a full disk."""
 
 
+class CheckpointError(ContrastlabError, OSError):
+    """A checkpoint file that exists but cannot be read (cut short, emptied or overwritten); the message names it
+    and the checkpoint that would be used once it is moved aside."""
+
+
 class PluginError(ContrastlabError, TypeError):
     """A task plugin that broke its contract at run time (e.g. ``train`` returned a metric that is not a number):
     a bug for the plugin's author, said in one line that names the plugin; exit code 1, as for a crash."""

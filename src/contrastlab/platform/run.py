@@ -234,8 +234,10 @@ class Run:
             raise StorageError(f"cannot write {self.rundir.metrics_jsonl}: {exc.strerror or exc}") from None
 
     def elapsed(self) -> float:
-        """Wall seconds spent in this run, summed over resumes."""
-        return float(self._info.get("wall_time_s", 0.0)) + (time.monotonic() - self._started)
+        """Wall seconds spent in this run, summed over resumes (a run.json ``wall_time_s`` that is no number ≥ 0: 0)."""
+        before = self._info.get("wall_time_s")
+        before = float(before) if type(before) in (int, float) and 0 <= before < math.inf else 0.0
+        return before + (time.monotonic() - self._started)
 
     @contextmanager
     def progress(

@@ -187,7 +187,8 @@ class RunDir:
         return cls(path).run_json.is_file()
 
     def read_info(self) -> dict[str, Any]:
-        """The ``run.json``; a missing or not-a-run directory raises :class:`RunDirError` (one line)."""
+        """The ``run.json``; a missing or not-a-run directory, or a ``run.json`` that names no plugin, raises
+        :class:`RunDirError` (one line)."""
         if self.path.is_file():  # e.g. checkpoints/step_….pt: name the run directory that holds it, if any
             home = self.run_holding(self.path)
             hint = f"give its run directory, {home}" if home is not None else "give a run directory of platform train"
@@ -199,6 +200,8 @@ class RunDir:
         info = read_json(self.run_json)
         if info is None:
             raise RunDirError(f"{self.run_json} is unreadable or not a JSON object")
+        if not isinstance(info.get("plugin"), str) or not info["plugin"]:
+            raise RunDirError(f"{self.run_json} names no plugin (its 'plugin' entry)")
         return info
 
     def info(self) -> dict[str, Any]:

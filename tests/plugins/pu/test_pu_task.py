@@ -99,6 +99,8 @@ def test_config_fills_prior_from_the_split() -> None:
         (["data.positive_classes=[]"], ConfigError, "empty"),
         (["data.positive_classes=[0, 1, 2, 3]"], ConfigError, "cover every class"),
         (["data.positive_classes=[0, 7]"], ConfigError, "unknown class"),
+        # from a bad-input sweep: a one-class test set trained to the end and reported auc NaN, f1 0
+        (["data.test_size=1"], ConfigError, r"data.test_size=1: the test set \(1 example\) has no (positive|negative)"),
     ],
 )
 def test_bad_input_is_refused_before_training(extra: list[str], error: type, match: str) -> None:

@@ -246,3 +246,17 @@ def test_split_edge_cases():
         split_per_user(one_each, test_fraction=1.0)
     with pytest.raises(ConfigError, match="min_per_user"):
         generate_synthetic(users=5, items=10, min_per_user=11, max_per_user=12)
+
+
+@pytest.mark.parametrize(("content", "match"), [
+    ("user,item\n", r"only.csv: no interaction rows after its header line 'user,item'$"),
+    ("1,2,abc\n", r"only.csv: no interaction rows after its header line '1,2,abc'$"),  # a text rating: a header
+    ("\n\n", r"only.csv: no interaction rows found \(the file is empty\)$"),
+])  # fmt: skip
+def test_a_csv_of_only_a_header_says_so(tmp_path, content, match):
+    """From a bad-input sweep: a CSV holding only a header line (or a first row taken for one) was reported as
+    'the file is empty'."""
+    path = tmp_path / "only.csv"
+    path.write_text(content)
+    with pytest.raises(ConfigError, match=match):
+        load_interactions("csv", str(path))

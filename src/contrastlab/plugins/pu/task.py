@@ -23,7 +23,7 @@ from torch import Tensor, nn
 import contrastlab as cl
 from contrastlab.data import ImageDataset, load_dataset
 from contrastlab.data.augment import AugmentSpec, SimCLRAugment, augment_for, augment_spec_for, prepare
-from contrastlab.data.pu import DEFAULT_POSITIVE_CLASSES, PUSplit, make_pu_split
+from contrastlab.data.pu import DEFAULT_POSITIVE_CLASSES, PUSplit, check_test_set, make_pu_split
 from contrastlab.encoders.heads import ContrastiveModel, ProjectionHead, feature_dim
 from contrastlab.evaluation import extract_features
 from contrastlab.platform.errors import ConfigError, ContrastlabError
@@ -67,10 +67,9 @@ def load_split(
     if classes is None:
         raise ConfigError(f"data.positive_classes must be given for dataset '{d.dataset}' (no documented default)")
     n_labeled = None if d.labeled_fraction is not None else d.n_labeled  # a fraction, when set, wins
-    split = make_pu_split(
-        train.labels, classes, n_labeled=n_labeled, labeled_fraction=d.labeled_fraction, seed=seed,
-        scenario=d.scenario, num_classes=train.num_classes,
-    )
+    split = make_pu_split(train.labels, classes, n_labeled=n_labeled, labeled_fraction=d.labeled_fraction, seed=seed,
+                          scenario=d.scenario, num_classes=train.num_classes)
+    check_test_set(test.labels, classes, d.test_size)
     return train, test, split
 
 

@@ -122,10 +122,12 @@ def parse_rows(text: str, sep: str, where: str, *, min_fields: int, max_fields: 
     if fast is not None:
         return fast
     numbered = [(n, line.strip(" \r\n")) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    first = numbered[0][1] if header and numbered else None
     if header and numbered:
         numbered = numbered[1:]
     if not numbered:
-        raise ConfigError(f"{where}: no interaction rows found (the file is empty)")
+        found = f"after its header line {first!r}" if first is not None else "found (the file is empty)"
+        raise ConfigError(f"{where}: no interaction rows {found}")
     rows = []
     for n, line in numbered:
         fields = [f.strip() for f in line.split(sep)]
