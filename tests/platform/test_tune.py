@@ -111,6 +111,8 @@ def test_killed_study_resumes_to_exactly_four_trials_and_best_config_trains(tmp_
     assert second.returncode == 0, second.stdout + second.stderr
     final = states(url)
     assert final.count("COMPLETE") == 4 and final.count("FAIL") == 1, final  # the killed trial, re-queued
+    # the re-queued trial continued the killed trial's runs in its folder (it started over in a fifth folder)
+    assert len(list((out / "trials").iterdir())) == 4, sorted(p.name for p in (out / "trials").iterdir())
     for name in ("best.yaml", "trials.csv", "trials.md", "history.png", "importance.png"):
         assert (out / name).is_file(), name
 

@@ -484,3 +484,49 @@ def test_ray_resources_check_needs_one_node_that_fits_a_whole_run():
         check_resources(totals, None, 12, 1, nodes=nodes)
     check_resources(totals, None, 8, 1, nodes=nodes)
     check_resources(totals, None, 1, 0.5, nodes=[*nodes, {"CPU": 2.0}])
+
+
+def test_a_requeued_trial_continues_in_the_interrupted_trials_folder(tmp_path, monkeypatch):
+    """An interrupted (or killed) trial was re-run from scratch in a new trials/NNNN folder, leaving its partial runs
+    behind; the queued trial now trains in the interrupted trial's folder, where ``platform train --resume``
+    continues its runs and finished seeds are skipped."""
+    from contrastlab.experiments import tune as tn
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tn, "train_locally", interrupted)
+    out = tmp_path / "out"
+    assert CliRunner().invoke(app, [*BASE, "--out", str(out), "--trials", "1"]).exit_code == 130
+    folders: list[Path] = []
+
+    def trains(spec, point, trial_out, trial, prune, settled=None):
+        folders.append(trial_out)
+        return 0.5
+
+    monkeypatch.setattr(tn, "train_locally", trains)
+    result = CliRunner().invoke(app, [*BASE, "--out", str(out), "--trials", "1"])
+    assert result.exit_code == 0, result.output
+    study = optuna.load_study(study_name="recsys-dcl", storage=f"sqlite:///{out / 'study.db'}")
+    failed, resumed = study.trials
+    assert folders == [Path(failed.user_attrs["dir"])] and resumed.user_attrs["dir"] == failed.user_attrs["dir"]
+
+
+def test_a_seed_that_finished_before_the_interruption_is_not_trained_again(tmp_path, monkeypatch):
+    from contrastlab.experiments import tune as tn
+    from contrastlab.experiments.tune import TuneSpec
+
+    spec = TuneSpec.__new__(TuneSpec)
+    monkeypatch.setattr(tn.subprocess, "Popen", lambda *a, **k: pytest.fail("a finished run was trained again"))
+    study = optuna.create_study(direction="maximize")
+    trial = study.ask()
+    point = SimpleNamespace(run_dir=lambda out: out / "runs" / "r", run_name="r", grid=(), seed=1, plugin="recsys",
+                            loss="dcl", preset=None, overrides=())
+    run_dir = tmp_path / "runs" / "r"
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text("seed: 1\n")
+    (run_dir / "run.json").write_text(json.dumps({"status": "completed", "plugin": "recsys"}))
+    (run_dir / "summary.json").write_text(json.dumps({"metrics": {"eval/ndcg@20": 0.25}}))
+    spec.plugin = SimpleNamespace(primary_metric="eval/ndcg@20")
+    spec.prune_on, spec.device, spec.parallel, spec.seeds = None, None, 1, [1]
+    assert tn.train_locally(spec, point, tmp_path, trial, prune=False) == 0.25

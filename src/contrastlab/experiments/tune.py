@@ -42,6 +42,7 @@ from contrastlab.experiments.interrupts import hook_interrupts, interruptible
 from contrastlab.experiments.results import load_curves
 from contrastlab.experiments.tune_search import SearchParam, check_integer_key, check_storage, parse_search
 from contrastlab.experiments.tune_study import (
+    RESUMES_ATTR,
     SETUP_ATTR,
     Interruptions,
     finished,
@@ -223,7 +224,6 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
     cmd = runner.train_command(point, trial_out, spec.device, runner.platform_base_command())
     env = runner.train_env((os.cpu_count() or 1) // spec.parallel, **TRIAL_ENV)  # threads as compare --jobs
     reported: set[int] = set()
-    say(start_line(trial.number, dict(point.grid), point.seed, spec.seeds))
 
     def report() -> bool:
         for step, value in load_curves(run_dir).get(curve, []):
@@ -232,6 +232,12 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
                 trial.report(value, step)
         return bool(reported) and trial.should_prune()
 
+    runner.discard_unstarted(run_dir)  # a start killed inside Run.create left nothing to resume
+    if runner.run_state(run_dir) == "completed":  # finished before the trial was interrupted (re-queued trial)
+        if prune:
+            report()
+        return _metric(run_dir, primary)
+    say(start_line(trial.number, dict(point.grid), point.seed, spec.seeds))
     with open(log, "a") as fh:
         fh.write(f"$ {' '.join(cmd)}\n")
         fh.flush()
@@ -291,7 +297,8 @@ def objective(spec: TuneSpec, trial: Any) -> float:
     trial.set_user_attr("host", socket.gethostname())  # first: a driver killed from here on leaves a trial
     trial.set_user_attr("pid", os.getpid())  # that recover_stale can tell is orphaned
     values = {p.key: p.suggest(trial) for p in spec.params}
-    trial_out = spec.out / "trials" / f"{trial.number:04d}"
+    resumes = trial.user_attrs.get(RESUMES_ATTR)  # re-queued after an interruption: continue its runs in place
+    trial_out = Path(resumes) if isinstance(resumes, str) else spec.out / "trials" / f"{trial.number:04d}"
     trial.set_user_attr("dir", str(trial_out))
     trial.set_user_attr("values", values)
     trial.set_user_attr(SETUP_ATTR, setup_record(spec))

@@ -5,7 +5,7 @@
   command on the same storage and study name must have the same setup, or it is refused with one line naming the
   first difference; a study from before this attribute existed takes the setup of the command that resumes it.
 * **Stale trials.** A trial left RUNNING by a dead process of this machine is marked FAIL and its parameters are
-  queued again (:func:`recover_stale`).
+  queued again (:func:`recover_stale`), with its folder: the queued trial resumes its runs (:func:`requeue`).
 * **Ctrl-C.** The trial that a KeyboardInterrupt stops is marked FAIL by Optuna; :class:`Interruptions` queues its
   parameters again so the resumed study runs them first, and keeps Optuna's warning and traceback about it off
   the terminal.
@@ -144,12 +144,19 @@ def open_study(spec: Any, storage: str, name: str, pruner: str) -> Any:
     return study
 
 
+RESUMES_ATTR = "resumes"
+"""User attribute of a queued trial: the folder of the interrupted trial whose runs it continues."""
+
+
 def requeue(study: Any, trial: Any) -> None:
-    """Mark ``trial`` (a FrozenTrial) FAIL if it is not yet, and queue its parameters so they run next."""
+    """Mark ``trial`` (a FrozenTrial) FAIL if it is not yet, and queue its parameters so they run next, in its
+    folder: the queued trial resumes the interrupted runs there and skips the finished ones."""
     optuna = import_optuna()
     if trial.state != optuna.trial.TrialState.FAIL:
         study._storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
-    study.enqueue_trial(trial.params, skip_if_exists=False)
+    folder = trial.user_attrs.get("dir")
+    attrs = {RESUMES_ATTR: folder} if isinstance(folder, str) else None
+    study.enqueue_trial(trial.params, user_attrs=attrs, skip_if_exists=False)
 
 
 def recover_stale(study: Any) -> int:
