@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,21 @@ def test_a_damaged_side_file_is_refused_before_the_run_is_touched(toy_pm: Plugin
     with pytest.raises(checkpoints.CheckpointError, match=r"step_000000000010.latest.pt is damaged.*without the parts"):
         Run.open(run.dir)
     assert run.rundir.run_json.read_text() == before
+
+
+def test_summary_json_is_standard_json_with_nan_as_null(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """A diverged metric (nan) was written as a bare ``NaN``, which strict JSON readers (jq, JavaScript) refuse;
+    it is ``null`` now, as in metrics.jsonl, and report still reads it as nan."""
+    from contrastlab.experiments.results import load_run
+
+    run = toy_run(tmp_path)
+    run.finish({"eval/knn_acc": float("nan"), "train/loss": 1.5})
+    text = (run.dir / "summary.json").read_text()
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not standard JSON: {constant}")
+
+    summary = json.loads(text, parse_constant=refuse)
+    assert summary["metrics"] == {"eval/knn_acc": None, "train/loss": 1.5}
+    record = load_run(run.dir)
+    assert math.isnan(record.metrics["eval/knn_acc"]) and record.metrics["train/loss"] == 1.5

@@ -94,7 +94,8 @@ def load_run(run_dir: Path) -> RunRecord:
     primary, higher = summary.get("primary_metric"), summary.get("higher_is_better")
     if not primary or higher is None:
         primary, higher = _primary_of(str(info.get("plugin", "")))
-    metrics = {k: float(v) for k, v in (summary.get("metrics") or {}).items() if isinstance(v, (int, float))}
+    metrics = {k: math.nan if v is None else float(v)  # summary.json writes a nan metric as null
+               for k, v in (summary.get("metrics") or {}).items() if v is None or isinstance(v, (int, float))}
     if not primary and metrics:
         primary = next(iter(metrics))
     overrides, loss = parse_overrides(info.get("overrides", [])), str(info.get("loss", summary.get("loss", "?")))

@@ -31,7 +31,7 @@ from contrastlab.platform.preflight import preflight
 from contrastlab.platform.progress import ProgressBar
 from contrastlab.platform.resume import check_same_config, rewind_logs
 from contrastlab.platform.rng import rng_state, seed_everything, set_rng_state
-from contrastlab.platform.rundir import RunDir, check_writable_dir, first_missing, remove_created, write_text_atomic
+from contrastlab.platform.rundir import RunDir, check_writable_dir, first_missing, remove_created, write_json_atomic
 from contrastlab.platform.runlock import lock_run, release_run
 from contrastlab.platform.stopping import GracefulStop
 from contrastlab.platform.sysinfo import hardware_info, package_versions
@@ -179,7 +179,7 @@ class Run:
         if not self.is_main:
             return
         try:
-            write_text_atomic(self.rundir.run_json, json.dumps(self._info, indent=2))
+            write_json_atomic(self.rundir.run_json, self._info)
         except OSError as exc:
             raise StorageError(f"cannot write {self.rundir.run_json}: {exc.strerror or exc}") from None
 
@@ -369,7 +369,7 @@ class Run:
         if not self.is_main:
             return summary
         try:
-            write_text_atomic(self.rundir.summary_json, json.dumps(summary, indent=2, default=str))
+            write_json_atomic(self.rundir.summary_json, summary)
         except OSError as exc:
             error = f"cannot write {self.rundir.summary_json}: {exc.strerror or exc}"
             self.mark("failed", error=f"StorageError: {error}")  # not left "running": --resume finishes it

@@ -22,6 +22,7 @@ Use :class:`RunDir` for every path inside a run directory, :meth:`RunDir.new_run
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -309,6 +310,19 @@ def read_json(path: Path | str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def strict_json(data: Any) -> str:
+    """``data`` as indented, standard JSON: ``nan``/``inf`` become ``null`` (as in ``metrics.jsonl``; Python's bare
+    ``NaN`` is refused by jq, JavaScript and most other readers) and unknown objects their ``str``."""
+    def finite(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, Mapping):
+            return {key: finite(item) for key, item in value.items()}
+        return [finite(item) for item in value] if isinstance(value, (list, tuple)) else value
+
+    return json.dumps(finite(data), indent=2, default=str, allow_nan=False)
+
+
 def first_missing(path: Path | str) -> Path | None:
     """The outermost ancestor of ``path`` (or ``path`` itself) that does not exist yet, or ``None``."""
     missing = None
@@ -373,6 +387,11 @@ def write_text_atomic(path: Path | str, text: str) -> None:
         with suppress(OSError):
             tmp.unlink()
         raise
+
+
+def write_json_atomic(path: Path | str, data: Any) -> None:
+    """:func:`write_text_atomic` of :func:`strict_json` ``(data)``."""
+    write_text_atomic(path, strict_json(data))
 
 
 def find_run_dirs(paths: Iterable[Path | str]) -> list[Path]:
