@@ -89,6 +89,14 @@ def test_binarize() -> None:
     assert y.tolist() == [0, 0, 1, 1, 1]
 
 
+def test_a_subset_without_negatives_names_its_size_not_the_positive_classes() -> None:
+    """``data.train_size=1`` said the positive classes 'cover every class in the data' (they cover 4 of 10)."""
+    with pytest.raises(ConfigError, match=r"the 1 training example holds only class \[2\], all positive .*"
+                                          r"larger data.train_size") as info:
+        binarize(torch.tensor([2]), [0, 2, 4, 6], num_classes=10)
+    assert "cover every class" not in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
