@@ -282,3 +282,15 @@ def test_a_loss_key_no_chosen_loss_has_names_the_losses_that_have_it(tmp_path):
     message = ("unknown key 'loss.tau_plus': loss infonce has no hyperparameter 'tau_plus'; valid loss keys: (none); "
                "losses with tau_plus: bcl, dcl, debiased_pos, hcl (choose one with --loss)")
     assert message in result.output, result.output
+
+
+def test_a_grid_over_the_run_limit_is_refused_before_it_is_expanded():
+    """``--seeds 1000000`` expanded (and validated) a million points for over 40 s before anything was said."""
+    from contrastlab.experiments.grid import MAX_RUNS, GridAxis, expand_grid
+
+    hp = {"infonce": set(), "dcl": {"tau_plus"}}.__getitem__
+    axes = [GridAxis("loss.tau_plus", ("0.1", "0.2"))]
+    seeds = list(range(1, MAX_RUNS // 3 + 2))  # infonce: n runs, dcl: 2n runs, 3n > MAX_RUNS
+    with pytest.raises(ConfigError, match=r"the grid has 100,002 runs .* more than the 100,000"):
+        expand_grid("graph", ["infonce", "dcl"], seeds, axes=axes, hparams_of=hp)
+    assert len(expand_grid("graph", ["infonce", "dcl"], seeds[:1000], axes=axes, hparams_of=hp)) == 3000

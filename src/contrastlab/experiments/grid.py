@@ -30,6 +30,8 @@ from contrastlab.platform.rundir import RunDir
 
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _RESERVED = {"seed": "--seeds/--seed-list", "loss.name": "--loss", "loss": "--loss"}
+MAX_RUNS = 100_000
+"""The most runs one ``compare`` command plans (losses × ``--grid`` values × seeds)."""
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -276,6 +278,10 @@ def expand_grid(
                 f"unknown key '{key}': {which} hyperparameter '{hp_name}'; "
                 f"valid loss keys: {', '.join(valid) or '(none)'}{_owners_hint(hp_name)}"
             )
+    total = sum(math.prod(len(a.values) for a in axes if key_applies(a.key, hp[loss])) for loss in losses) * len(seeds)
+    if total > MAX_RUNS:  # expanding (and validating) a million points alone took minutes
+        raise ConfigError(f"the grid has {total:,} runs (losses × --grid values × seeds), more than the {MAX_RUNS:,} "
+                          "one command plans; split it into several commands")
     points: list[GridPoint] = []
     for loss in losses:
         fixed = tuple(f"{k}={v}" for k, v in sets if key_applies(k, hp[loss]))
