@@ -32,7 +32,7 @@ from contrastlab.platform.progress import ProgressBar
 from contrastlab.platform.resume import check_same_config, rewind_logs
 from contrastlab.platform.rng import rng_state, seed_everything, set_rng_state
 from contrastlab.platform.rundir import RunDir, check_writable_dir, first_missing, remove_created, write_text_atomic
-from contrastlab.platform.runlock import lock_run, release_run
+from contrastlab.platform.runlock import locked_unless_failed, release_run
 from contrastlab.platform.stopping import GracefulStop
 from contrastlab.platform.sysinfo import hardware_info, package_versions
 from contrastlab.platform.task import TaskConfig, TaskPlugin
@@ -139,9 +139,9 @@ class Run:
             remove_created(run_dir, made_dir, made_parents)  # leave nothing behind
             where = exc.filename or run_dir
             raise StorageError(f"--logdir {logdir}: cannot create {where}: {exc.strerror or exc}") from None
-        lock_run(run_dir)  # a --resume of it from another process meanwhile is refused (platform.runlock)
-        seed_everything(config.seed)
-        return cls(plugin, config, run_dir)
+        with locked_unless_failed(run_dir):  # a --resume of it from another process meanwhile is refused (runlock)
+            seed_everything(config.seed)
+            return cls(plugin, config, run_dir)
 
     @classmethod
     def open(cls, run_dir: Path | str, *, device: str | None = None, resume: bool = True) -> Run:
@@ -193,15 +193,15 @@ class Run:
         repeated or lost (:func:`~contrastlab.platform.resume.rewind_logs`)."""
         if not self.is_main:
             return
-        lock_run(self.dir)  # first: another live process training this run is refused before anything changes
-        step = self.latest_checkpoint_step()
-        saved = self.checkpoints.peek(LOG_POSITION, CONFIG_RECORD)
-        check_same_config(self.rundir, step, saved.get(CONFIG_RECORD), self._recorded_config())
-        self.checkpoints.discard_partial()
-        rows, self._purge_step = rewind_logs(self.rundir, step, saved.get(LOG_POSITION))
-        self._clamp_log += [v for row in rows for tag, v in row.items()  # summary.json's mean spans the whole run
-                            if tag.startswith(CLAMP_TAG) and isinstance(v, (int, float))]
-        self._write_info(status="running", error=None)
+        with locked_unless_failed(self.dir):  # first: another live process training it is refused before any change
+            step = self.latest_checkpoint_step()
+            saved = self.checkpoints.peek(LOG_POSITION, CONFIG_RECORD)
+            check_same_config(self.rundir, step, saved.get(CONFIG_RECORD), self._recorded_config())
+            self.checkpoints.discard_partial()
+            rows, self._purge_step = rewind_logs(self.rundir, step, saved.get(LOG_POSITION))
+            self._clamp_log += [v for row in rows for tag, v in row.items()  # summary.json's mean: the whole run
+                                if tag.startswith(CLAMP_TAG) and isinstance(v, (int, float))]
+            self._write_info(status="running", error=None)
 
     # ------------------------------------------------------------------ logging
     @property

@@ -5,12 +5,16 @@ pid there) before it writes anything else; a ``platform train --resume`` of a ru
 training is refused in one line instead of both processes writing the same checkpoints and logs. The operating
 system drops the lock when its process ends, however it ends (SIGKILL, power loss), so a killed run resumes as
 before. The lock is the process's, not the :class:`~contrastlab.platform.run.Run` object's: the same process may
-reopen a run it holds (the Python API, tests). Where ``fcntl`` is missing (Windows) nothing is locked.
+reopen a run it holds (the Python API, tests). Where ``fcntl`` is missing (Windows), or the file system does not
+lock (``flock`` answers ENOLCK, EOPNOTSUPP, ENOSYS: Lustre without ``-o flock``, some network mounts), nothing is
+locked.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -26,27 +30,33 @@ _HELD: dict[str, IO[str]] = {}
 """The lock files this process holds, by resolved run directory."""
 
 
-def lock_run(run_dir: Path | str) -> None:
-    """Take the training lock of ``run_dir`` for this process (no-op when it already holds it); another live process
-    holding it raises :class:`RunDirError` naming its pid, before anything in the run is touched."""
+def lock_run(run_dir: Path | str) -> bool:
+    """Take the training lock of ``run_dir`` for this process; ``False`` when it held it already (or nothing can be
+    locked here). Another live process holding it raises :class:`RunDirError` naming its pid, before anything in the
+    run is touched."""
     layout = RunDir(run_dir)
     key = str(layout.path.resolve())
     if fcntl is None or key in _HELD:
-        return
+        return False
     handle = open(layout.train_lock, "a+", encoding="utf-8")  # noqa: SIM115 - held open until release_run
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    except BlockingIOError:  # EWOULDBLOCK: another open file of it holds the lock
         handle.seek(0)
-        pid = handle.read().strip() or "unknown"
+        pid = handle.read().strip()
         handle.close()
-        raise RunDirError(f"run {run_dir} is being trained by another process (pid {pid}); wait for it to end, or "
-                          f"stop it (kill {pid}) and resume then") from None
+        stop = f"stop it (kill {pid})" if pid else "stop it"
+        raise RunDirError(f"run {run_dir} is being trained by another process (pid {pid or 'unknown'}); wait for it "
+                          f"to end, or {stop} and resume then") from None
+    except OSError:  # this file system does not lock: train unlocked, as without fcntl
+        handle.close()
+        return False
     handle.seek(0)
     handle.truncate()
     handle.write(str(os.getpid()))
     handle.flush()
     _HELD[key] = handle
+    return True
 
 
 def release_run(run_dir: Path | str) -> None:
@@ -54,6 +64,19 @@ def release_run(run_dir: Path | str) -> None:
     handle = _HELD.pop(str(Path(run_dir).resolve()), None)
     if handle is not None:
         handle.close()
+
+
+@contextmanager
+def locked_unless_failed(run_dir: Path | str) -> Iterator[None]:
+    """:func:`lock_run` for the block; an exception in it gives back a lock the block took (a run that was never
+    handed to a caller cannot be closed, so its lock stayed with the process), not one held before."""
+    taken = lock_run(run_dir)
+    try:
+        yield
+    except BaseException:
+        if taken:
+            release_run(run_dir)
+        raise
 
 
 def training_pid(run_dir: Path | str) -> str | None:
@@ -65,7 +88,9 @@ def training_pid(run_dir: Path | str) -> str | None:
     with open(layout.train_lock, encoding="utf-8") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
+        except BlockingIOError:
             return handle.read().strip() or "unknown"
+        except OSError:  # a file system that does not lock: nobody can be seen training
+            return None
         fcntl.flock(handle, fcntl.LOCK_UN)
     return None
