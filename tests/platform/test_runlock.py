@@ -81,3 +81,18 @@ def test_a_reopen_that_fails_keeps_a_lock_the_process_held_before(toy_pm: Plugin
     with open(run.dir / ".train.lock", "a+") as other, pytest.raises(BlockingIOError):
         fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
     run.close()
+
+
+def test_a_holder_that_wrote_no_pid_is_not_named_in_a_kill_command(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """The holder writes its pid just after taking the lock: a refusal in between said "stop it (kill unknown)"."""
+    status, out = _train_toy(tmp_path)
+    assert status == 0, out
+    run_dir = tmp_path / "toy_clusters" / "dcl" / "x"
+    info = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**info, "status": "interrupted"}))
+    with open(run_dir / ".train.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.truncate(0)
+        status, out = run_cli(["train", "--resume", str(run_dir)])
+    assert status == 2 and len(out.strip().splitlines()) == 1, out
+    assert "(pid unknown)" in out and "kill" not in out and "stop it and resume then" in " ".join(out.split()), out
