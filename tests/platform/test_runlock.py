@@ -96,3 +96,34 @@ def test_a_holder_that_wrote_no_pid_is_not_named_in_a_kill_command(toy_pm: Plugi
         status, out = run_cli(["train", "--resume", str(run_dir)])
     assert status == 2 and len(out.strip().splitlines()) == 1, out
     assert "(pid unknown)" in out and "kill" not in out and "stop it and resume then" in " ".join(out.split()), out
+
+
+def test_a_holder_on_another_machine_is_named_with_its_host(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """On a shared file system (a cluster, Ray workers) the lock's holder may run on another machine: the refusal
+    said "kill 4242", a pid of this machine, and had no way out when that machine had crashed and the network file
+    system still held its lock. The lock file records the host; the refusal names it and the file to delete then."""
+    import socket
+
+    status, out = _train_toy(tmp_path)
+    assert status == 0, out
+    run_dir = tmp_path / "toy_clusters" / "dcl" / "x"
+    assert (run_dir / ".train.lock").read_text().split()[1:] == [socket.gethostname()]
+    info = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**info, "status": "running"}))
+    with open(run_dir / ".train.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.truncate(0)
+        held.write("4242 node-elsewhere")
+        held.flush()
+        status, out = run_cli(["train", "--resume", str(run_dir)])
+        text = " ".join(out.split())
+        assert status == 2 and len(out.strip().splitlines()) == 1, out
+        assert "(pid 4242 on host node-elsewhere)" in text and "stop it there (kill 4242)" in text, out
+        assert f"delete {run_dir / '.train.lock'}" in text, out
+        status, out = run_cli(["eval", str(run_dir)])
+        assert status == 0 and "another process (pid 4242 on host node-elsewhere)" in " ".join(out.split()), out
+        held.truncate(0)
+        held.write(f"4242 {socket.gethostname()}")  # this machine: no host named
+        held.flush()
+        status, out = run_cli(["train", "--resume", str(run_dir)])
+        assert "(pid 4242); wait for it to end, or stop it (kill 4242) and resume then" in " ".join(out.split()), out

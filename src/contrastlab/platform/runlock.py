@@ -1,10 +1,12 @@
 """One process trains a run at a time.
 
 The process that creates or resumes a run takes an exclusive ``flock`` on the run's ``.train.lock`` (and writes its
-pid there) before it writes anything else; a ``platform train --resume`` of a run that another live process is
-training is refused in one line instead of both processes writing the same checkpoints and logs. The operating
-system drops the lock when its process ends, however it ends (SIGKILL, power loss), so a killed run resumes as
-before. The lock is the process's, not the :class:`~contrastlab.platform.run.Run` object's: the same process may
+pid and host there: on a shared file system it may run on another machine) before it writes anything else; a
+``platform train --resume`` of a run that another live process is training is refused in one line instead of both
+processes writing the same checkpoints and logs. The operating system drops the lock when its process ends, however
+it ends (SIGKILL), so a killed run resumes as before; a network file system may keep the lock of a machine that
+crashed until it comes back, and the refusal then names the file to delete. The lock is the process's, not the
+:class:`~contrastlab.platform.run.Run` object's: the same process may
 reopen a run it holds (the Python API, tests). Where ``fcntl`` is missing (Windows), or the file system does not
 lock (``flock`` answers ENOLCK, EOPNOTSUPP, ENOSYS: Lustre without ``-o flock``, some network mounts), nothing is
 locked.
@@ -13,6 +15,7 @@ locked.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,17 +46,16 @@ def lock_run(run_dir: Path | str) -> bool:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:  # EWOULDBLOCK: another open file of it holds the lock
         handle.seek(0)
-        pid = handle.read().strip()
+        holder, stop = _holder(handle.read(), layout.train_lock)
         handle.close()
-        stop = f"stop it (kill {pid})" if pid else "stop it"
-        raise RunDirError(f"run {run_dir} is being trained by another process (pid {pid or 'unknown'}); wait for it "
-                          f"to end, or {stop} and resume then") from None
+        raise RunDirError(f"run {run_dir} is being trained by another process (pid {holder}); wait for it to end, or "
+                          f"{stop} and resume then") from None
     except OSError:  # this file system does not lock: train unlocked, as without fcntl
         handle.close()
         return False
     handle.seek(0)
     handle.truncate()
-    handle.write(str(os.getpid()))
+    handle.write(f"{os.getpid()} {socket.gethostname()}")
     handle.flush()
     _HELD[key] = handle
     return True
@@ -80,8 +82,9 @@ def locked_unless_failed(run_dir: Path | str) -> Iterator[None]:
 
 
 def training_pid(run_dir: Path | str) -> str | None:
-    """The pid of another live process training ``run_dir`` (holding its lock), or ``None`` when none is: a run whose
-    ``run.json`` still says ``running`` with no holder was killed outright (SIGKILL, power loss)."""
+    """The pid of another live process training ``run_dir`` (holding its lock; ``4242 on host node7`` when it runs
+    on another machine), or ``None`` when none is: a run whose ``run.json`` still says ``running`` with no holder was
+    killed outright (SIGKILL, power loss)."""
     layout = RunDir(run_dir)
     if fcntl is None or str(layout.path.resolve()) in _HELD or not layout.train_lock.is_file():
         return None
@@ -89,8 +92,19 @@ def training_pid(run_dir: Path | str) -> str | None:
         try:
             fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return handle.read().strip() or "unknown"
+            return _holder(handle.read(), layout.train_lock)[0]
         except OSError:  # a file system that does not lock: nobody can be seen training
             return None
         fcntl.flock(handle, fcntl.LOCK_UN)
     return None
+
+
+def _holder(text: str, lock: Path) -> tuple[str, str]:
+    """The holder a lock file's ``<pid> <host>`` names (``4242``, ``4242 on host node7`` for another machine,
+    ``unknown`` before it wrote them) and how to stop it."""
+    pid, _, host = text.strip().partition(" ")
+    if not pid:
+        return "unknown", "stop it"
+    if host and host != socket.gethostname():  # a network file system may keep a crashed machine's lock
+        return f"{pid} on host {host}", f"stop it there (kill {pid}); if {host} is down, delete {lock}"
+    return pid, f"stop it (kill {pid})"
