@@ -127,3 +127,24 @@ def test_a_holder_on_another_machine_is_named_with_its_host(toy_pm: PluginManage
         held.flush()
         status, out = run_cli(["train", "--resume", str(run_dir)])
         assert "(pid 4242); wait for it to end, or stop it (kill 4242) and resume then" in " ".join(out.split()), out
+
+
+def test_closing_another_run_object_of_the_run_keeps_the_lock(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """Python API: the process's lock was given back by whichever Run of the run directory closed first, so a
+    ``Run.open(run.dir, resume=False)`` made to evaluate a run in training, once closed, let another process's
+    ``--resume`` start on it. A Run gives back only a lock it took, once no other Run that took it is open."""
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.plugins import get_task_plugin
+    from contrastlab.platform.run import Run
+
+    plugin = get_task_plugin("toy_clusters")
+    run = Run.create(plugin, resolve_config(plugin, loss="dcl", sets=["train.steps=20"], device="cpu"), tmp_path)
+    run.save_checkpoint({}, 10)
+    Run.open(run.dir, resume=False).close()  # an evaluation's Run
+    again = Run.open(run.dir)  # the same process reopening it: shares the lock
+    again.close()
+    with open(run.dir / ".train.lock", "a+") as other:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        run.close()  # the last Run that took it
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)

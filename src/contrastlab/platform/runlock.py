@@ -6,20 +6,21 @@ pid and host there: on a shared file system it may run on another machine) befor
 processes writing the same checkpoints and logs. The operating system drops the lock when its process ends, however
 it ends (SIGKILL), so a killed run resumes as before; a network file system may keep the lock of a machine that
 crashed until it comes back, and the refusal then names the file to delete. The lock is the process's, not the
-:class:`~contrastlab.platform.run.Run` object's: the same process may
-reopen a run it holds (the Python API, tests). Where ``fcntl`` is missing (Windows), or the file system does not
-lock (``flock`` answers ENOLCK, EOPNOTSUPP, ENOSYS: Lustre without ``-o flock``, some network mounts), nothing is
-locked.
+:class:`~contrastlab.platform.run.Run` object's: the same process may reopen a run it holds (the Python API, tests),
+and the lock is given back when the last Run that took it closes (a Run made to evaluate, ``resume=False``, takes
+none and gives none back). Where ``fcntl`` is missing (Windows), or the file system does not lock (``flock`` answers
+ENOLCK, EOPNOTSUPP, ENOSYS: Lustre without ``-o flock``, some network mounts), nothing is locked.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from contrastlab.platform.errors import RunDirError
 from contrastlab.platform.rundir import RunDir
@@ -29,17 +30,20 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-_HELD: dict[str, IO[str]] = {}
-"""The lock files this process holds, by resolved run directory."""
+_HELD: dict[str, tuple[IO[str], weakref.WeakSet[Any]]] = {}
+"""The lock files this process holds, by resolved run directory, with the objects (Runs) that took them."""
 
 
-def lock_run(run_dir: Path | str) -> bool:
-    """Take the training lock of ``run_dir`` for this process; ``False`` when it held it already (or nothing can be
-    locked here). Another live process holding it raises :class:`RunDirError` naming its pid, before anything in the
-    run is touched."""
+def lock_run(run_dir: Path | str, owner: Any) -> bool:
+    """Take the training lock of ``run_dir`` for this process, on behalf of ``owner`` (a Run); ``False`` when the
+    process held it already (``owner`` then shares it) or nothing can be locked here. Another live process holding
+    it raises :class:`RunDirError` naming its pid, before anything in the run is touched."""
     layout = RunDir(run_dir)
     key = str(layout.path.resolve())
-    if fcntl is None or key in _HELD:
+    if fcntl is None:
+        return False
+    if key in _HELD:
+        _HELD[key][1].add(owner)
         return False
     handle = open(layout.train_lock, "a+", encoding="utf-8")  # noqa: SIM115 - held open until release_run
     try:
@@ -57,27 +61,33 @@ def lock_run(run_dir: Path | str) -> bool:
     handle.truncate()
     handle.write(f"{os.getpid()} {socket.gethostname()}")
     handle.flush()
-    _HELD[key] = handle
+    _HELD[key] = (handle, weakref.WeakSet([owner]))
     return True
 
 
-def release_run(run_dir: Path | str) -> None:
-    """Give back the training lock of ``run_dir`` if this process holds it (the file stays, unlocked)."""
-    handle = _HELD.pop(str(Path(run_dir).resolve()), None)
-    if handle is not None:
-        handle.close()
+def release_run(run_dir: Path | str, owner: Any) -> None:
+    """``owner`` no longer needs the training lock of ``run_dir``: the process gives it back (the file stays,
+    unlocked) once no object that took it is left (one that took none, such as an evaluation's Run, changes
+    nothing)."""
+    key = str(Path(run_dir).resolve())
+    entry = _HELD.get(key)
+    if entry is None:
+        return
+    entry[1].discard(owner)
+    if not entry[1]:
+        del _HELD[key]
+        entry[0].close()
 
 
 @contextmanager
-def locked_unless_failed(run_dir: Path | str) -> Iterator[None]:
-    """:func:`lock_run` for the block; an exception in it gives back a lock the block took (a run that was never
-    handed to a caller cannot be closed, so its lock stayed with the process), not one held before."""
-    taken = lock_run(run_dir)
+def locked_unless_failed(run_dir: Path | str, owner: Any) -> Iterator[None]:
+    """:func:`lock_run` for the block; an exception in it drops ``owner``'s claim (a run that was never handed to a
+    caller cannot be closed, so its lock stayed with the process), which keeps a lock other Runs took before."""
+    lock_run(run_dir, owner)
     try:
         yield
     except BaseException:
-        if taken:
-            release_run(run_dir)
+        release_run(run_dir, owner)
         raise
 
 
