@@ -23,6 +23,7 @@ def write_run(root: Path, name: str, info: dict, summary: dict) -> Path:
 
 @pytest.mark.parametrize(("info", "summary"), [
     ({"seed": [1]}, {}), ({"seed": "one"}, {}), ({"overrides": 5}, {}), ({}, {"metrics": "x"}),
+    ({"plugin": 5}, {}), ({"plugin": ["toy"]}, {}),  # reported as a task named "5" (train/eval refuse it: no plugin)
 ])  # fmt: skip
 def test_a_damaged_run_record_is_skipped_with_a_note(tmp_path: Path, info: dict, summary: dict) -> None:
     """A run.json ``seed`` that is no integer, or a summary.json ``metrics`` that is no mapping, ended

@@ -243,3 +243,45 @@ def test_summary_json_is_standard_json_with_nan_as_null(toy_pm: PluginManager, t
     assert summary["metrics"] == {"eval/knn_acc": None, "train/loss": 1.5}
     record = load_run(run.dir)
     assert math.isnan(record.metrics["eval/knn_acc"]) and record.metrics["train/loss"] == 1.5
+
+
+def test_running_out_of_gpu_memory_while_loading_is_not_called_damage(
+    toy_pm: PluginManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint loaded to a busy GPU (map_location=cuda) can run out of memory: that was reported as "checkpoint
+    ... is damaged" with the advice to move the newest checkpoint aside and lose its progress. Out of memory goes on
+    as itself (platform train then saves the traceback and prints the --resume command)."""
+    run = toy_run(tmp_path)
+    run.save_checkpoint({"w": torch.ones(3)}, 10)
+    run.close()
+
+    def busy_gpu(*args: object, **kwargs: object) -> None:
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(checkpoints.torch, "load", busy_gpu)
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        checkpoints.CheckpointStore(run.rundir).load(map_location="cpu")
+
+
+def test_a_checkpoint_that_needs_code_not_installed_is_not_called_damaged(
+    toy_pm: PluginManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint pickling an object of a plugin's class unpickles only where that class still is (a plugin
+    uninstalled, or a version that moved the class): that was reported as damage, with the advice to move the file
+    aside. It is one line that names the missing code, with no such advice."""
+    import sys
+    import types
+
+    module = types.ModuleType("contrastlab_gone_plugin")
+    exec("class State:\n    pass\n", module.__dict__)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    run = toy_run(tmp_path)
+    run.save_checkpoint({"w": torch.ones(3), "state": module.State()}, 10)
+    run.close()
+    monkeypatch.delitem(sys.modules, module.__name__)
+    for load in (lambda: Run.open(run.dir), lambda: checkpoints.CheckpointStore(run.rundir).load()):
+        with pytest.raises(checkpoints.CheckpointError) as info:
+            load()
+        message = str(info.value)
+        assert "\n" not in message and "damaged" not in message and "move it" not in message, message
+        assert "contrastlab_gone_plugin" in message and "version of the plugin that wrote it" in message, message

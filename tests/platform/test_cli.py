@@ -506,7 +506,8 @@ def test_compare_dry_run_lists_a_loss_free_run_under_loss_none(toy_pm: PluginMan
 
 def test_eval_table_title_keeps_square_brackets_of_the_run_path(toy_pm: PluginManager, tmp_path: Path) -> None:
     """`platform eval` titled its table through rich markup: a run under `--logdir r[v2]` was shown as `eval .../r/...`
-    (the `[v2]` taken for a style), while every other line printed the path as it is."""
+    (the `[v2]` taken for a style), while every other line printed the path as it is. The title now names the run
+    (plugin / loss / seed) instead of its path; the lines that print the path print it as it is."""
     logdir = tmp_path / "r[v2]"
     code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "train.steps=4",
                          "--logdir", str(logdir), "--run-name", "x"])
@@ -514,8 +515,11 @@ def test_eval_table_title_keeps_square_brackets_of_the_run_path(toy_pm: PluginMa
     run_dir = logdir / "toy_clusters" / "dcl" / "x"
     code, out = run_cli(["eval", str(run_dir)])
     assert code == 0, out
-    joined = "".join(line.strip() for line in out.splitlines())  # the title wraps to the table's width
-    assert joined.count(f"{run_dir}") == 2, out  # the "evaluating ..." line and the table's title
+    lines = out.splitlines()
+    assert any(line.startswith(f"evaluating {run_dir} (checkpoint at step") for line in lines), out
+    assert f"eval.json: {run_dir / 'eval.json'}" in lines, out
+    assert "".join(lines).count(str(run_dir)) == 2, out  # those two lines: the path is nowhere cut or restyled
+    assert "eval: toy_clusters / dcl (seed 1)" in " ".join(out.split()), out  # the title, wrapped to the table
 
 
 @pytest.mark.parametrize(("command", "sentence"), [

@@ -147,9 +147,9 @@ def collect_runs(paths: Iterable[Path | str], note: Callable[[str], None] = lamb
     paths = list(paths)
     records, unreadable, repeats = [], [], []
     for d in find_run_dirs(paths):
-        info = RunDir(d).info()
-        try:
-            record = load_run(d) if info.get("plugin") else None
+        plugin = RunDir(d).info().get("plugin")
+        try:  # a plugin that is no name is no run record, as for RunDir.read_info (train --resume, eval)
+            record = load_run(d) if isinstance(plugin, str) and plugin else None
         except (TypeError, ValueError, AttributeError):  # e.g. a seed that is no integer, metrics that are no mapping
             record = None
         if record is None:

@@ -8,7 +8,9 @@
 * ``latest_only`` keys (e.g. a replay buffer) go to a side file next to the newest checkpoint only; it is deleted
   when a newer checkpoint has been written. Resuming from an older checkpoint then starts without those parts.
 * A checkpoint that cannot be read (cut short by a copy, emptied, overwritten) is :class:`CheckpointError`, one
-  line naming the file and the previous checkpoint: nothing is deleted or skipped silently.
+  line naming the file and the previous checkpoint: nothing is deleted or skipped silently. One that pickles an
+  object whose class is not installed here says so instead; running out of (GPU) memory while loading is no damage
+  and goes on as itself.
 """
 
 from __future__ import annotations
@@ -186,11 +188,13 @@ class CheckpointStore:
         :class:`CheckpointError` that names it and the previous checkpoint (or says there is none)."""
         try:
             state = torch.load(path, map_location=map_location, weights_only=False)
-        except MemoryError:
+        except (MemoryError, torch.cuda.OutOfMemoryError):  # the machine's, not the file's: moving it aside loses work
             raise
+        except (ImportError, AttributeError) as exc:  # a pickled object whose class is not importable here
+            raise CheckpointError(f"checkpoint {path} needs code that is not installed here ({type(exc).__name__}: "
+                                  f"{_first_sentence(exc)}): install the version of the plugin that wrote it") from None
         except Exception as exc:  # torch, zipfile, pickle and OS errors all mean: unreadable
-            reason = " ".join(str(exc).split(". ")[0].split()) or type(exc).__name__
-            raise CheckpointError(f"checkpoint {path} is damaged ({type(exc).__name__}: {reason}); "
+            raise CheckpointError(f"checkpoint {path} is damaged ({type(exc).__name__}: {_first_sentence(exc)}); "
                                   f"{self._without(path, of)}") from None
         if not isinstance(state, dict):
             raise CheckpointError(f"checkpoint {path} holds a {type(state).__name__}, not a checkpoint; "
@@ -207,3 +211,8 @@ class CheckpointStore:
         if older:
             return f"move it out of {folder} to continue from the previous checkpoint (step {older[-1]})"
         return f"no earlier checkpoint is kept: move it out of {folder} and --resume starts the run again from step 0"
+
+
+def _first_sentence(exc: BaseException) -> str:
+    """The first sentence of an exception's message, on one line (its type's name when it has none)."""
+    return " ".join(str(exc).split(". ")[0].split()) or type(exc).__name__

@@ -32,7 +32,7 @@ from contrastlab.platform.progress import ProgressBar
 from contrastlab.platform.resume import check_same_config, rewind_logs
 from contrastlab.platform.rng import rng_state, seed_everything, set_rng_state
 from contrastlab.platform.rundir import RunDir, check_writable_dir, first_missing, remove_created, write_json_atomic
-from contrastlab.platform.runlock import lock_run, release_run
+from contrastlab.platform.runlock import lock_run, locked_unless_failed, release_run
 from contrastlab.platform.stopping import GracefulStop
 from contrastlab.platform.sysinfo import hardware_info, package_versions
 from contrastlab.platform.task import TaskConfig, TaskPlugin
@@ -84,7 +84,7 @@ class Run:
         self._writer: Any = None
         self._purge_step: int | None = None
         self._started = time.monotonic()
-        self._info = self._read_info()
+        self._info = self.rundir.info()
         self._metrics_file: Any = None
         self._clamp_log: list[float] = []
         self._bar: ProgressBar | None = None  # the latest progress bar: run.json's "progress" at each checkpoint
@@ -139,9 +139,10 @@ class Run:
             remove_created(run_dir, made_dir, made_parents)  # leave nothing behind
             where = exc.filename or run_dir
             raise StorageError(f"--logdir {logdir}: cannot create {where}: {exc.strerror or exc}") from None
-        lock_run(run_dir)  # a --resume of it from another process meanwhile is refused (platform.runlock)
         seed_everything(config.seed)
-        return cls(plugin, config, run_dir)
+        run = cls(plugin, config, run_dir)
+        lock_run(run_dir, run)  # a --resume of it from another process meanwhile is refused (platform.runlock)
+        return run
 
     @classmethod
     def open(cls, run_dir: Path | str, *, device: str | None = None, resume: bool = True) -> Run:
@@ -171,9 +172,6 @@ class Run:
             run._prepare_resume()
         return run
 
-    def _read_info(self) -> dict[str, Any]:
-        return self.rundir.info()
-
     def _write_info(self, **fields: Any) -> None:
         self._info.update(fields)
         if not self.is_main:
@@ -193,15 +191,15 @@ class Run:
         repeated or lost (:func:`~contrastlab.platform.resume.rewind_logs`)."""
         if not self.is_main:
             return
-        lock_run(self.dir)  # first: another live process training this run is refused before anything changes
-        step = self.latest_checkpoint_step()
-        saved = self.checkpoints.peek(LOG_POSITION, CONFIG_RECORD)
-        check_same_config(self.rundir, step, saved.get(CONFIG_RECORD), self._recorded_config())
-        self.checkpoints.discard_partial()
-        rows, self._purge_step = rewind_logs(self.rundir, step, saved.get(LOG_POSITION))
-        self._clamp_log += [v for row in rows for tag, v in row.items()  # summary.json's mean spans the whole run
-                            if tag.startswith(CLAMP_TAG) and isinstance(v, (int, float))]
-        self._write_info(status="running", error=None)
+        with locked_unless_failed(self.dir, self):  # first: another process training it is refused before any change
+            step = self.latest_checkpoint_step()
+            saved = self.checkpoints.peek(LOG_POSITION, CONFIG_RECORD)
+            check_same_config(self.rundir, step, saved.get(CONFIG_RECORD), self._recorded_config())
+            self.checkpoints.discard_partial()
+            rows, self._purge_step = rewind_logs(self.rundir, step, saved.get(LOG_POSITION))
+            self._clamp_log += [v for row in rows for tag, v in row.items()  # summary.json's mean: the whole run
+                                if tag.startswith(CLAMP_TAG) and isinstance(v, (int, float))]
+            self._write_info(status="running", error=None)
 
     # ------------------------------------------------------------------ logging
     @property
@@ -392,8 +390,8 @@ class Run:
             self.close()
 
     def close(self) -> None:
-        """Flush and close the writer and the metrics file; give back the training lock (platform.runlock)."""
-        release_run(self.dir)
+        """Flush and close the writer and the metrics file; give back the training lock this Run took (runlock)."""
+        release_run(self.dir, self)
         if self._metrics_file is not None:
             self._metrics_file.close()
             self._metrics_file = None

@@ -13,7 +13,7 @@
         eval.json               written by ``platform eval``
         error.log               the traceback of a crashed run
         compare_error.txt       the one-line error of a failed ``platform compare`` run
-        .train.lock             locked by the process training the run (its pid; see ``platform.runlock``)
+        .train.lock             locked by the process training the run (its pid and host; see ``platform.runlock``)
 
 Use :class:`RunDir` for every path inside a run directory, :meth:`RunDir.new_run_path` to place a new run, and
 :func:`find_run_dirs` to collect runs under folders.
@@ -100,7 +100,7 @@ class RunDir:
 
     @property
     def train_lock(self) -> Path:
-        """``.train.lock``: held by the process training the run, which wrote its pid there."""
+        """``.train.lock``: held by the process training the run, which wrote its pid and host there."""
         return self.path / self.TRAIN_LOCK
 
     @property
