@@ -150,4 +150,7 @@ def test_a_test_set_needs_both_classes(labels: list[int], size: int | None, miss
     with pytest.raises(ConfigError, match=f"has no {missing} example") as info:
         check_test_set(torch.tensor(labels), [2, 3], size)
     assert ("data.test_size=3: " in str(info.value)) == (size is not None)
+    # the whole test set (no test_size) is not made larger by a larger data.test_size: the classes are the remedy
+    assert ("use a larger data.test_size" in str(info.value)) == (size is not None)
+    assert ("data.positive_classes" in str(info.value)) == (size is None)
     check_test_set(torch.tensor([0, 2]), [2, 3], 2)  # one of each: fine

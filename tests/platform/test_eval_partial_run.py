@@ -57,7 +57,7 @@ def test_eval_tells_a_killed_run_from_one_in_training(toy_pm: PluginManager, tmp
     code, out = run_cli(["eval", str(run_dir)])
     text = " ".join(out.split())
     assert code == 0 and "status running" not in text, out
-    assert "no process is training it (killed?), 50% done" in text and f"platform train --resume {run_dir}" in text
+    assert "no process is training it: killed?, 50% done" in text and f"platform train --resume {run_dir}" in text
     with open(run_dir / ".train.lock", "a+") as held:  # another process trains it
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         held.truncate(0)

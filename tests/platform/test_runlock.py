@@ -39,7 +39,7 @@ def test_a_file_system_without_flock_trains_unlocked(
     (run_dir / "run.json").write_text(json.dumps({**info, "status": "running", "progress": 0.5}))
     status, out = run_cli(["eval", str(run_dir)])
     text = " ".join(out.split())
-    assert status == 0 and "being trained now" not in text and "no process is training it (killed?)" in text, out
+    assert status == 0 and "being trained now" not in text and "no process is training it: killed?" in text, out
     status, out = run_cli(["train", "--resume", str(run_dir)])
     assert status == 0 and "another process" not in out, out
 

@@ -369,7 +369,7 @@ def add_train_commands(app: typer.Typer) -> None:
             say(f"note: this run is being trained now by another process (pid {trainer}), {done}, so these are the "
                 "metrics of a partly trained model", stderr=True)
         elif status != "completed":  # a stopped run's checkpoint is not the trained model: say so before its numbers
-            state = "no process is training it (killed?)" if status == "running" else f"status {status or 'unknown'}"
+            state = "no process is training it: killed?" if status == "running" else f"status {status or 'unknown'}"
             print_commands(f"note: this run has not completed ({state}, {done}), so these are the metrics of a partly "
                            "trained model; to finish it:", resume_command(run), stderr=True)
         metrics = metric_numbers(run.plugin.name, run.plugin.evaluate(run, options), "evaluate")

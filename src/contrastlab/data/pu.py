@@ -201,9 +201,11 @@ def check_test_set(labels: Tensor, positive_classes: Sequence[int], test_size: i
     if 0 < n_pos < n:
         return
     size = f"data.test_size={test_size}: " if test_size is not None else ""
+    remedy = "use a larger data.test_size" if test_size is not None else "choose data.positive_classes that leave " \
+        "both positives and negatives in it"
     raise ConfigError(f"{size}the test set ({n} example{'s' * (n != 1)}) has no "
                       f"{'positive' if n_pos == 0 else 'negative'} example, so AUC is undefined and F1 reads 0; "
-                      "use a larger data.test_size")
+                      f"{remedy}")
 
 
 def resolve_n_labeled(n_positive: int, n_labeled: int | None, labeled_fraction: float | None) -> int:
