@@ -3,8 +3,10 @@ handled as in a process started from a terminal."""
 
 from __future__ import annotations
 
+import json
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,21 @@ def toy_pm() -> Iterator[PluginManager]:
 
     with fresh_plugin_manager(contrastlab_toy.plugin, package="contrastlab-toy") as pm:
         yield pm
+
+
+@pytest.fixture
+def run_left_running(toy_pm: PluginManager, tmp_path: Path) -> Path:
+    """A toy run trained to its end whose run.json then says ``running``, half done: what a run killed outright
+    (SIGKILL) looks like on disk."""
+    from contrastlab.testing import run_cli
+
+    code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "train.steps=4",
+                         "--logdir", str(tmp_path), "--run-name", "x"])
+    assert code == 0, out
+    run_dir = tmp_path / "toy_clusters" / "dcl" / "x"
+    info = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**info, "status": "running", "progress": 0.5}))
+    return run_dir
 
 
 @pytest.fixture(autouse=True)

@@ -43,17 +43,12 @@ def test_eval_prints_the_run_paths_whole(toy_pm: PluginManager, tmp_path: Path) 
             assert str(run_dir) in line, out
 
 
-def test_eval_tells_a_killed_run_from_one_in_training(toy_pm: PluginManager, tmp_path: Path) -> None:
+def test_eval_tells_a_killed_run_from_one_in_training(run_left_running: Path) -> None:
     """New-user trial: a run killed outright (SIGKILL) keeps status "running" in run.json, and `platform eval` said
     "status running" of it, as of a run still training. Its note now says which it is, from the run's lock."""
     import fcntl
 
-    code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "train.steps=4",
-                         "--logdir", str(tmp_path), "--run-name", "x"])
-    assert code == 0, out
-    run_dir = tmp_path / "toy_clusters" / "dcl" / "x"
-    info = json.loads((run_dir / "run.json").read_text())
-    (run_dir / "run.json").write_text(json.dumps({**info, "status": "running", "progress": 0.5}))
+    run_dir = run_left_running
     code, out = run_cli(["eval", str(run_dir)])
     text = " ".join(out.split())
     assert code == 0 and "status running" not in text, out

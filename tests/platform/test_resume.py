@@ -167,18 +167,13 @@ def test_checkpoint_without_a_recorded_position_keeps_the_rows_up_to_its_step(
     assert scalars(run.dir, "train/loss") == [(10, 1.0), (20, 3.0)]
 
 
-def test_resume_refuses_a_run_another_process_is_training(toy_pm: PluginManager, tmp_path: Path) -> None:
+def test_resume_refuses_a_run_another_process_is_training(run_left_running: Path) -> None:
     """New-user trial: `platform train --resume RUN` while RUN's own `platform train` was still going started a
     second process on the same directory: both wrote its checkpoints, metrics.jsonl and event files. The second is
     now refused with one line naming the other's pid, and nothing in the run is touched."""
     import fcntl
 
-    code, out = run_cli(["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "train.steps=4",
-                         "--logdir", str(tmp_path), "--run-name", "x"])
-    assert code == 0, out
-    run_dir = tmp_path / "toy_clusters" / "dcl" / "x"
-    info = json.loads((run_dir / "run.json").read_text())
-    (run_dir / "run.json").write_text(json.dumps({**info, "status": "running", "progress": 0.5}))
+    run_dir = run_left_running
     before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     with open(run_dir / ".train.lock", "a+") as held:  # the other process's lock
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
