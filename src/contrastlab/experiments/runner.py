@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,19 @@ def discard_unstarted(run_dir: Path) -> None:
         import shutil
 
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def stop_train(proc: subprocess.Popen) -> None:
+    """Stop a ``platform train`` process that is still running: SIGTERM (it marks its run interrupted), then
+    SIGKILL after 10 s."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def train_command(point: GridPoint, out: Path, device: str | None, base: Sequence[str]) -> list[str]:
@@ -220,7 +234,6 @@ def run_grid(
     """
     import shlex
     import signal
-    import subprocess
     import time
 
     from rich import progress as rp

@@ -48,6 +48,7 @@ from contrastlab.experiments.tune_study import (
     finished,
     import_optuna,
     open_study,
+    recorded,
     recover_stale,
     setup_record,
 )
@@ -253,7 +254,7 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
                         raise optuna.TrialPruned(f"pruned at step {max(reported)}")
                     time.sleep(spec.poll)
             finally:
-                stop(proc)
+                runner.stop_train(proc)
     if proc.returncode in (-signal.SIGINT, 130) or runner.RunDir(run_dir).info().get("status") == "interrupted":
         raise KeyboardInterrupt  # Ctrl-C reached the run (the terminal signals the whole process group)
     if proc.returncode != 0 or runner.run_state(run_dir) != "completed":
@@ -272,24 +273,6 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
             file=sys.stderr,
         )
     return _metric(run_dir, primary)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """Stop a ``platform train`` process that is still running: SIGTERM (it marks its run interrupted), then
-    SIGKILL after 10 s."""
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def recorded(trial: Any) -> bool:
-    """Whether Optuna has recorded ``trial``'s end (after Ctrl-C the main thread re-queues it only then)."""
-    return trial.study._storage.get_trial(trial._trial_id).state.name != "RUNNING"
 
 
 def objective(spec: TuneSpec, trial: Any) -> float:

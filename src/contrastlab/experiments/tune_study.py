@@ -171,6 +171,11 @@ def recover_stale(study: Any) -> int:
     return n
 
 
+def recorded(trial: Any) -> bool:
+    """Whether Optuna has recorded ``trial``'s end (after Ctrl-C the main thread re-queues it only then)."""
+    return trial.study._storage.get_trial(trial._trial_id).state.name != "RUNNING"
+
+
 def finished(study: Any) -> int:
     """Trials that count towards ``--trials``: COMPLETE and PRUNED."""
     optuna = import_optuna()
