@@ -316,14 +316,14 @@ def test_summary_json_on_a_full_disk_prints_the_resume_command(
 
     import contrastlab.platform.run as run_module
 
-    real_write = run_module.write_text_atomic
+    real_write = run_module.write_json_atomic
 
-    def full_at_summary(path: Path, text: str) -> None:
+    def full_at_summary(path: Path, data: object) -> None:
         if Path(path).name == "summary.json":
             raise OSError(errno.ENOSPC, "No space left on device")
-        real_write(path, text)
+        real_write(path, data)
 
-    monkeypatch.setattr(run_module, "write_text_atomic", full_at_summary)
+    monkeypatch.setattr(run_module, "write_json_atomic", full_at_summary)
     args = ["train", "--plugin", "toy_clusters", "--loss", "dcl", "--logdir", str(tmp_path),
             "--set", "train.steps=10", "--set", "checkpoint_every=10"]  # fmt: skip
     code, out = run_cli(args)
@@ -332,7 +332,7 @@ def test_summary_json_on_a_full_disk_prints_the_resume_command(
     (run_dir,) = [p for p in tmp_path.glob("*/*/*") if p.is_dir()]
     assert "fix the cause, then continue with:" in out and f"platform train --resume {run_dir}" in out, out
     assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
-    monkeypatch.setattr(run_module, "write_text_atomic", real_write)
+    monkeypatch.setattr(run_module, "write_json_atomic", real_write)
     code, out = run_cli(["train", "--resume", str(run_dir)])
     assert code == 0, out
     assert json.loads((run_dir / "run.json").read_text())["status"] == "completed"
