@@ -176,12 +176,12 @@ def binarize(labels: Tensor, positive_classes: Sequence[int], num_classes: int |
     if unknown:
         raise ConfigError(f"data.positive_classes has unknown class id(s) {unknown}; valid ids: 0..{k - 1}")
     present = set(torch.unique(labels).tolist())
-    if present <= set(pos) and set(range(k)) <= set(pos):
-        raise ConfigError(
-            f"data.positive_classes={sorted(set(pos))} cover every class in the data; leave at least one negative"
-        )
-    if present <= set(pos):  # the classes exist, but this (sub)set holds none of the negative ones
-        n = labels.numel()
+    if present <= set(pos):
+        if set(range(k)) <= set(pos):
+            raise ConfigError(
+                f"data.positive_classes={sorted(set(pos))} cover every class in the data; leave at least one negative"
+            )
+        n = labels.numel()  # the negative classes exist, but this (sub)set holds none of them
         raise ConfigError(
             f"the {n} training example{'s hold' if n != 1 else ' holds'} only class{'es' * (len(present) != 1)} "
             f"{sorted(present)}, all positive (data.positive_classes={sorted(set(pos))}); use a larger "

@@ -222,8 +222,6 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
     curve = spec.prune_on or primary
     log = trial_out / "logs" / f"{point.run_name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    cmd = runner.train_command(point, trial_out, spec.device, runner.platform_base_command())
-    env = runner.train_env((os.cpu_count() or 1) // spec.parallel, **TRIAL_ENV)  # threads as compare --jobs
     reported: set[int] = set()
 
     def report() -> bool:
@@ -238,6 +236,8 @@ def train_locally(spec: TuneSpec, point: cmp.GridPoint, trial_out: Path, trial: 
         if prune:
             report()
         return _metric(run_dir, primary)
+    cmd = runner.train_command(point, trial_out, spec.device, runner.platform_base_command())
+    env = runner.train_env((os.cpu_count() or 1) // spec.parallel, **TRIAL_ENV)  # threads as compare --jobs
     say(start_line(trial.number, dict(point.grid), point.seed, spec.seeds))
     with open(log, "a") as fh:
         fh.write(f"$ {' '.join(cmd)}\n")
