@@ -57,6 +57,7 @@ import numpy as np
 import torch
 from stable_baselines3 import SAC
 from stable_baselines3.common.buffers import ReplayBuffer
+from stable_baselines3.common.logger import Logger
 
 from contrastlab.envs import DMCPixelEnv, curl_action_repeat
 from contrastlab.platform.config import resolve_config
@@ -93,6 +94,7 @@ def bench_updates(batch: int, updates: int, rounds: int, device: str, fill: int 
                            net_arch=[1024, 1024], share_features_extractor=False),
         device=device, seed=0, verbose=0,
     )
+    stock.set_logger(Logger(None, []))  # else SB3 makes an empty SB3-<date> folder in the temp dir
     for model in (ours, stock):
         model.learn(fill)  # random-action transitions only (learning_starts not reached)
         # warm-up: 2 updates, so that the actor/α/target update (every second one) has run once too; with 1, the

@@ -160,3 +160,12 @@ def test_a_stack_with_more_channels_than_pixels_stays_channel_first() -> None:
     assert batch.observations.shape == (4, 33, 32, 32)
     stats = agent.update(8)
     assert torch.isfinite(stats["critic_loss"]) and torch.isfinite(stats["contrastive_loss"])
+
+
+def test_learning_leaves_no_sb3_log_folder_in_the_temp_dir(tmp_path, monkeypatch) -> None:
+    """SB3 gives a logger without a folder a fresh ``SB3-<date>`` folder under the temp dir at every ``learn``; the
+    platform logs through its Run, so nothing may appear there (2,051 empty folders piled up in a day of runs)."""
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    tiny_agent()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

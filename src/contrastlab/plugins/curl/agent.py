@@ -26,12 +26,14 @@ Srinivas, Laskin & Abbeel, "CURL" (2020), §4 and appendix A; the debiased varia
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from stable_baselines3 import SAC
 from stable_baselines3.common.env_util import is_wrapped
+from stable_baselines3.common.logger import HumanOutputFormat, Logger
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.utils import polyak_update
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
@@ -130,6 +132,10 @@ class CurlSAC(SAC):
             CurlSACPolicy, env, learning_rate=critic_lr, tau=critic_tau, ent_coef=f"auto_{init_temperature}",
             target_update_interval=target_update_freq, policy_kwargs=policy_kwargs, **sac_kwargs,
         )
+        if self.tensorboard_log is None:
+            # SB3 would give its logger a new empty folder under the temp dir (``SB3-<date>``) at every ``learn``;
+            # the platform logs through its Run, so SB3's logger writes at most to stdout (``verbose >= 1``)
+            self.set_logger(Logger(None, [HumanOutputFormat(sys.stdout)] if self.verbose >= 1 else []))
 
     @staticmethod
     def _wrap_env(env: Any, verbose: int = 0, monitor_wrapper: bool = True) -> VecEnv:
