@@ -551,3 +551,28 @@ def test_help_examples_stay_whole_at_80_columns(command: str) -> None:
     assert examples or command in ("list", "config", "eval", "plugins", "tensorboard"), out
     for block in examples:  # each line after the first goes on from a line ending in a backslash
         assert all(before.endswith("\\") for before in block[:-1]), block
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, "tune"])
+def test_help_examples_are_indented_blocks_under_their_heading(command: str) -> None:
+    """`platform report --help` printed its examples flush with the prose: Typer dedents the text after the first
+    paragraph by its smallest indentation (`inspect.cleandoc`), which was the examples' own when nothing after the
+    "Examples:" heading was prose. list, config, eval and plugins ran theirs into one line ("Examples: a; b")."""
+    code, out = run_cli([command, "--help"], env={"COLUMNS": "200"})
+    assert code == 0, out
+    lines = out.split("╭")[0].splitlines()
+    heading = next(i for i, line in enumerate(lines) if line.strip() == "Examples:")
+    indent = len(lines[heading]) - len(lines[heading].lstrip())
+    examples = [line for line in lines[heading + 1:] if line.strip().startswith(("platform ", "CONTRASTLAB_"))]
+    assert examples and not any("; platform" in line for line in examples), out
+    assert all(len(line) - len(line.lstrip()) >= indent + 2 for line in examples), out
+
+
+def test_top_level_help_indents_its_typical_session() -> None:
+    code, out = run_cli(["--help"], env={"COLUMNS": "200"})
+    assert code == 0, out
+    lines = out.split("╭")[0].splitlines()
+    heading = next(line for line in lines if line.strip() == "Typical session:")
+    commands = [line for line in lines if line.strip().startswith("platform ")]
+    assert len(commands) == 4, out
+    assert all(len(c) - len(c.lstrip()) >= len(heading) - len(heading.lstrip()) + 2 for c in commands), out

@@ -30,6 +30,7 @@ from contrastlab.cli.common import (
     console,
     print_usage_error,
     reflow_command_help,
+    reflow_help,
     say,
     user_errors,
 )
@@ -45,7 +46,7 @@ from contrastlab.platform.sampler_contract import SAMPLER_INPUTS
 
 app = typer.Typer(
     name="platform",
-    help=(
+    help=reflow_help(
         "contrastlab: contrastive learning with debiased losses, as plugins.\n\n"
         "Typical session:\n\n"
         "  platform list losses\n\n"
@@ -102,7 +103,11 @@ def list_command(
     Each row shows the name, the package that registered it, a one-line description, the hyperparameters with
     defaults and ranges, and for plugins their presets.
 
-    Examples: platform list losses;  platform list plugins --json
+    Examples:
+
+      platform list losses
+
+      platform list plugins --json
     """
     kind = {single: plural for plural, single in KINDS.items()}.get(kind or "", kind)  # `list loss` = `list losses`
     if kind is not None and kind not in KINDS:
@@ -159,8 +164,11 @@ def config_command(
 ) -> None:
     """Print the fully resolved config as YAML, with every field documented.
 
-    Examples: platform config --plugin curl --preset smoke;
-    platform config --plugin simclr --loss dcl --set loss.tau_plus=0.1 > my.yaml
+    Examples:
+
+      platform config --plugin curl --preset smoke
+
+      platform config --plugin simclr --loss dcl --set loss.tau_plus=0.1 > my.yaml
     """
     task = get_task_plugin(plugin)
     config = resolve_config(
@@ -186,7 +194,11 @@ def plugins_command(
     Set CONTRASTLAB_PLUGINS=pkg1,pkg2 to load only those third-party packages (empty: built-ins only) and
     CONTRASTLAB_TRACE=1 to print every hook call.
 
-    Examples: platform plugins;  CONTRASTLAB_TRACE=1 platform plugins --json
+    Examples:
+
+      platform plugins
+
+      CONTRASTLAB_TRACE=1 platform plugins --json
     """
     rows = [vars(info) for info in get_plugin_manager().packages()]
     if as_json:
@@ -209,7 +221,9 @@ def tensorboard_command(
 ) -> None:
     """Start TensorBoard on 127.0.0.1 for LOGDIR and print its URL (Ctrl-C stops it).
 
-    Example: platform tensorboard runs/curl
+    Examples:
+
+      platform tensorboard runs/curl
     """
     from contrastlab.platform.errors import RunDirError
 

@@ -99,9 +99,13 @@ def reflow_help(text: str) -> str:
     """A command's docstring as help: each prose paragraph on one line (rich wraps it to the terminal), while a
     paragraph with an indented line (examples, a command continued with ``\\``) keeps its line breaks. Typer keeps
     every line break of a docstring, so help was broken at the source's wrap points as well as the terminal's."""
-    paragraphs = inspect.cleandoc(text).split("\n\n")
-    return "\n\n".join(p if any(line[:1].isspace() for line in p.splitlines()) else " ".join(p.split("\n"))
-                       for p in paragraphs)
+    paragraphs = [p if any(line[:1].isspace() for line in p.splitlines()) else " ".join(p.split("\n"))
+                  for p in inspect.cleandoc(text).split("\n\n")]
+    # Typer renders the text after the first paragraph through ``inspect.cleandoc`` again, which strips from every
+    # line after that text's first the smallest indentation among them: with nothing but an "Examples:" heading
+    # and indented examples there, the examples lost their indentation. An empty paragraph ahead of that text
+    # makes the heading one of those lines (indentation 0); cleandoc then drops the leading blank lines.
+    return "\n\n".join(paragraphs[:1] + [""] * (len(paragraphs) > 1) + paragraphs[1:])
 
 
 def reflow_command_help(app: typer.Typer) -> None:

@@ -383,7 +383,8 @@ def add_compare_commands(app: typer.Typer) -> None:
 
           platform report compare/simclr-1a2b3c4d
 
-          platform report runs/curl/infonce runs/curl/dcl --out table3 --rows env.domain
+          platform report runs/curl/infonce runs/curl/dcl \\
+            --out table3 --rows env.domain
         """
         from contrastlab.experiments.report import build_report
 

@@ -341,8 +341,11 @@ def add_train_commands(app: typer.Typer) -> None:
         """Re-evaluate a run's latest checkpoint through its plugin; writes eval.json (the metrics and the
         checkpoint's step) in the run directory.
 
-        Examples: platform eval runs/curl/pucl/20261121-120000-s1 --video episode.gif;
-        platform eval runs/simclr/dcl/20261121-130000-s1
+        Examples:
+
+          platform eval runs/curl/pucl/20261121-120000-s1 --video episode.gif
+
+          platform eval runs/simclr/dcl/20261121-130000-s1
         """
         run = Run.open(run_dir, device=device, resume=False)
         step = run.latest_checkpoint_step()
