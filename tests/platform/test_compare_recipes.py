@@ -241,6 +241,19 @@ def test_toy_without_gpu_presets_keeps_its_default(toy, tmp_path):
     assert "recipe r (toy): preset tiny, 2 runs" in result.output
 
 
+def test_dry_run_shows_the_recipe_description_and_source(toy, tmp_path):
+    """docs/compare.md's recipe file says ``description: one line shown by --dry-run``; it was read and never shown."""
+    path = tmp_path / "r.yaml"
+    path.write_text("plugin: toy\npreset: tiny\ndescription: two step counts side by side\nsource: no paper\n"
+                    "tasks: [{train.steps: 2}, {train.steps: 3}]\nparts: [{losses: [toy_plain]}]\n")
+    result = CliRunner().invoke(app, ["compare", "--recipe", str(path), "--dry-run", "--out", str(tmp_path / "b")])
+    assert result.exit_code == 0, result.output
+    assert "recipe r: two step counts side by side (source: no paper)" in result.output
+    plain = CliRunner().invoke(app, ["compare", "--plugin", "toy", "--loss", "toy_plain", "--dry-run",
+                                     "--out", str(tmp_path / "a")])
+    assert plain.exit_code == 0 and "source:" not in plain.output
+
+
 def test_compare_json_records_recipe_and_rows(toy, tmp_path, monkeypatch):
     """A real (fake-train) run of a recipe file: compare.json keeps the recipe and its rows for `platform report`."""
     import sys

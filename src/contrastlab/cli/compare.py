@@ -328,6 +328,8 @@ def add_compare_commands(app: typer.Typer) -> None:
             style = "bold yellow" if line.startswith("warning:") else None
             err_console.print(escape(line), style=style, highlight=False, soft_wrap=True)
         if dry_run:
+            if plan.about:
+                say(plan.about)
             for p, s in zip(plan.points, states, strict=True):
                 label = p.label if plan.plugin.uses_loss(configs[p.config_hash]) else (  # as the tables name it
                     f"none (filed under {p.loss}){p.label.removeprefix(p.loss)}")

@@ -72,9 +72,10 @@ def add_tune_commands(app: typer.Typer) -> None:
         primary metric (see docs/tune.md).
 
         Outputs in --out: best.yaml (for `platform train --config`), best.json (for `platform compare --tuned`),
-        trials.csv, trials.md, history.png, importance.png, and every trial's runs under trials/. One line per trial
-        start and end goes to stderr. Repeating the command resumes the study; Ctrl-C (exit 130) or SIGTERM (`kill PID`,
-        exit 143) stops it and queues the interrupted trial's parameters to run first on resume.
+        trials.csv, trials.md, history.png, importance.png, and every trial's runs under trials/. One line per run
+        start (each seed of a trial) and per trial end goes to stderr. Repeating the command resumes the study;
+        Ctrl-C (exit 130) or SIGTERM (`kill PID`, exit 143) stops it and queues the interrupted trial's parameters to
+        run first on resume.
 
         Examples:
 

@@ -43,6 +43,8 @@ class Plan:
     """Table row keys (a recipe's; ``--rows`` wins)."""
     spec: dict[str, Any] = field(default_factory=dict)
     """What ``compare.json`` records (the runs are added by the caller)."""
+    about: str = ""
+    """A recipe's description and source, one line (``--dry-run`` prints it); empty without a recipe."""
 
 
 def require_preset(plugin: TaskPlugin, preset: str | None, command: str = "compare") -> str:
@@ -136,7 +138,9 @@ def make_plan(
     }
     out = Path("compare") / rcp.recipe_out_name(r, chosen, sets)
     rows = list(r.rows) if r.rows is not None else None
-    return Plan(f"recipe {r.name} ({task.name})", task, chosen, points, out, rows, spec)
+    about = " ".join(part for part in (r.description, f"(source: {r.source})" if r.source else "") if part)
+    return Plan(f"recipe {r.name} ({task.name})", task, chosen, points, out, rows, spec,
+                f"recipe {r.name}: {about}" if about else "")
 
 
 def eta_lines(

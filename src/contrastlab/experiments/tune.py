@@ -307,7 +307,7 @@ def objective(spec: TuneSpec, trial: Any) -> float:
 def optimize(study: Any, spec: TuneSpec, trials: int, parallel: int = 1) -> int:
     """Run trials until ``trials`` of the study are COMPLETE or PRUNED; returns how many this call ran. Each round
     runs the missing number of trials (so ``parallel`` workers never start more than needed); failed trials do
-    not count, so the next round replaces them. One line per trial start and end on stderr
+    not count, so the next round replaces them. One line per run start and trial end on stderr
     (:mod:`~contrastlab.experiments.tune_trials`); after 3 failed trials in a row the study stops and
     :class:`~contrastlab.experiments.tune_trials.TooManyFailuresError` is raised.
 

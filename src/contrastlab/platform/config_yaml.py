@@ -1,4 +1,4 @@
-"""A resolved config as YAML with every field documented by a comment (``platform config``, docs/configs/)."""
+"""A resolved config as YAML with every field documented by a comment (``platform config``, configs/)."""
 
 from __future__ import annotations
 

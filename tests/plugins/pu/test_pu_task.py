@@ -108,6 +108,15 @@ def test_bad_input_is_refused_before_training(extra: list[str], error: type, mat
         _plugin().check(_config("infonce", extra))
 
 
+@pytest.mark.parametrize("loss", ["punce", "supcon", "infonce"])
+def test_empty_positive_classes_is_named_for_every_loss(loss: str) -> None:
+    # docs/pu.md: an empty data.positive_classes is a ConfigError listing the valid ids. With the plugin's default
+    # loss (punce) the label check came first and said "set data.positive_classes ... to make a PU split" instead,
+    # to a user who had set it.
+    with pytest.raises(ConfigError, match=r"data.positive_classes is empty; give at least one class id in \[0, 4\)"):
+        preflight(_plugin(), _config(loss, ["data.positive_classes=[]"]))
+
+
 @pytest.mark.parametrize("extra", [["data.labeled_fraction=1.0"], ["data.n_labeled=96"]])
 def test_labeling_every_positive_is_refused_for_case_control(extra: list[str]) -> None:
     # Every positive labeled leaves a pool without positives: π = (96 − 96)/(n − 96) = 0 and nnPU is undefined.

@@ -128,13 +128,14 @@ class PUTask(cl.TaskPlugin[PUConfig]):
     checkpoint_on_stop = True  # checkpoints carry the statistics not logged yet; no evaluation between steps
 
     def label_kinds(self, config: PUConfig) -> frozenset[str]:
-        """``{"pu", "class"}`` when the config defines a PU split (positive classes known), else no labels.
+        """``{"pu", "class"}`` when the config defines a PU split (positive classes known), else no labels. Given
+        but unusable positive classes (an empty list) still count as known, so :meth:`check` names the problem.
 
         The observed labels are PU-coded (1 = labeled positive, −1 = unlabeled), which is also a valid partial
         class labeling (class 1, or unknown): so class-label losses (``supcon``, the oracle ``unbiased``) can run
         on them, and treat only the labeled positives as same-class.
         """
-        return frozenset({"pu", "class"}) if positive_classes(config) else frozenset()
+        return frozenset({"pu", "class"}) if positive_classes(config) is not None else frozenset()
 
     def prepare_config(self, config: PUConfig, explicit_keys: frozenset[str]) -> PUConfig:
         """Mark the loss's prior hyperparameters not set explicitly for filling from the PU prior."""
