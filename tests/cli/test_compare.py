@@ -67,3 +67,26 @@ def test_a_run_to_resume_with_a_damaged_run_json_is_refused_before_anything_runs
         error = one_error(out)
         assert code == 2 and f"{run_dir / 'run.json'} is unreadable" in error and "move" in error, out
     assert sorted(p.name for p in out_dir.iterdir()) == ["runs"] and (run_dir / "run.json").read_text() == "garbage"
+
+
+@pytest.mark.parametrize("command", ["compare", "tune"])
+def test_a_run_size_the_private_ray_instance_refuses_writes_nothing(tmp_path: Path, monkeypatch, command) -> None:
+    """Without --address, compare started its private Ray instance (and checked --gpus-per-run against it) only
+    after printing its header and writing OUT/compare.json: the refused command left that folder behind (tune
+    already checked first). The instance's refusal is stood in for here (no GPU-less Ray start in the test)."""
+    pytest.importorskip("ray")
+    from contrastlab.experiments import ray_cluster
+
+    def refuse(address, cpus, gpus):
+        raise ConfigError(f"--gpus-per-run {gpus:g}: the local Ray instance has no GPUs (resources: CPU 2)")
+
+    monkeypatch.setattr(ray_cluster, "connect_checked", refuse)
+    monkeypatch.setattr("contrastlab.experiments.ray_runner.connect_checked", refuse)
+    out_dir = tmp_path / "out"
+    args = ["--plugin", "graph", "--preset", "smoke", "--out", str(out_dir), "--backend", "ray", "--gpus-per-run", "1"]
+    extra = (["--loss", "infonce"] if command == "compare" else
+             ["--loss", "dcl", "--trials", "1", "--search", "loss.tau_plus=uniform(0,0.2)"])
+    code, out = run_cli([command, *args, *extra])
+    assert code == 2 and "the local Ray instance has no GPUs" in one_error(out)
+    assert len(out.strip().splitlines()) == 1, out
+    assert not out_dir.exists()

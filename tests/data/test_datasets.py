@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import http.client
 from pathlib import Path
 
 import numpy as np
@@ -197,3 +198,37 @@ def test_image_folder_test_split_keeps_the_training_class_ids(tmp_path):
     (tmp_path / "test" / "eel").mkdir()
     with pytest.raises(cl.ConfigError, match=r"eel.*no folder in"):
         load_dataset("image_folder", root=tmp_path, split="test")
+
+
+class _Response:
+    """A stand-in for ``urlopen``'s response whose second read stops with ``stop`` (after one chunk was written)."""
+
+    def __init__(self, stop: BaseException) -> None:
+        self.stop, self.reads = stop, 0
+
+    def __enter__(self) -> _Response:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def read(self, n: int = -1) -> bytes:
+        self.reads += 1
+        if self.reads > 1:
+            raise self.stop
+        return b"x" * 100
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt(), http.client.IncompleteRead(b"x", 10)],
+                         ids=["ctrl-c", "truncated"])
+def test_an_interrupted_download_leaves_no_partial_file(tmp_path, monkeypatch, stop) -> None:
+    """A Ctrl-C or a truncated response in the middle of a download used to leave its ``<name>…part`` file in the
+    cache (a new one at every try); a truncated response also escaped as a traceback instead of one line."""
+    from contrastlab.data import base
+
+    monkeypatch.setattr(base.urllib.request, "urlopen", lambda url, timeout: _Response(stop))
+    dest = tmp_path / "cache" / "archive.tar.gz"
+    expected = KeyboardInterrupt if isinstance(stop, KeyboardInterrupt) else cl.DataMissingError
+    with pytest.raises(expected):
+        base.download("https://example.invalid/archive.tar.gz", dest)
+    assert sorted(p.name for p in dest.parent.iterdir()) == []

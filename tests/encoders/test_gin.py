@@ -83,3 +83,26 @@ def test_sum_pooling_keeps_the_graph_size() -> None:
     torch.testing.assert_close(nodes[:3], nodes[3:6])
     torch.testing.assert_close(graph[1], 2 * graph[0])
     assert graph[0].abs().sum() > 0
+
+
+def test_building_the_encoder_leaves_no_generated_module_in_the_temp_dir(tmp_path, monkeypatch) -> None:
+    """PyG renders each layer class's ``propagate`` to ``<tempdir>/torch_geometric.…_propagate_<random>.py`` (once per
+    process) and never deletes it: one file per graph run and per test process piled up (332 in a day). The
+    template is forced to render again here, with the temp dir pointed at ``tmp_path``, which must stay empty."""
+    import sys
+    import tempfile
+
+    from torch_geometric.nn import GINConv
+    from torch_geometric.nn.conv import MessagePassing
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for attr in ("propagate", "collect", "_orig_propagate", "_jinja_propagate"):   # restored after the test
+        monkeypatch.setattr(GINConv, attr, getattr(GINConv, attr, None), raising=False)
+    monkeypatch.setattr(GINConv, "propagate", MessagePassing.propagate)   # as before the first GINConv was built
+    monkeypatch.delitem(sys.modules, "torch_geometric.nn.conv.gin_conv_GINConv_propagate", raising=False)
+    enc = cl.make_encoder("gin", in_dim=2, hidden_dim=4, num_layers=2)
+    assert GINConv.propagate.__module__ == "torch_geometric.nn.conv.gin_conv_GINConv_propagate"  # it did render
+    b = _batch(torch.randn(7, 2))
+    graph, _ = enc(b.x, b.edge_index, b.batch, b.num_graphs)
+    assert graph.shape == (2, 8)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -285,3 +285,29 @@ def test_a_checkpoint_that_needs_code_not_installed_is_not_called_damaged(
         message = str(info.value)
         assert "\n" not in message and "damaged" not in message and "move it" not in message, message
         assert "contrastlab_gone_plugin" in message and "version of the plugin that wrote it" in message, message
+
+
+def test_an_interrupted_checkpoint_write_leaves_no_temporary_file(tmp_path, monkeypatch) -> None:
+    """Ctrl-C or SIGTERM in the middle of ``torch.save`` (a run that stops at once: ``platform tune``'s, or a second
+    signal) used to leave ``<checkpoint>.tmp``, as large as a checkpoint, in a run that may never be resumed."""
+    def save_then_interrupt(obj, fh) -> None:
+        fh.write(b"x" * 1000)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoints.torch, "save", save_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoints.atomic_torch_save({"w": torch.zeros(3)}, tmp_path / "step_1.pt")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_an_interrupted_text_write_leaves_no_temporary_file(tmp_path, monkeypatch) -> None:
+    """The same for ``run.json``/``summary.json``: an interruption between the write and the rename left ``.tmp``."""
+    from contrastlab.platform import rundir
+
+    def interrupt(src, dst) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rundir.os, "replace", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        rundir.write_text_atomic(tmp_path / "run.json", "{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -376,3 +376,29 @@ def test_connecting_keeps_compares_sigterm_handler() -> None:
         assert signal.getsignal(signal.SIGTERM) is compares
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_a_killed_worker_leaves_no_scratch_run_directory_in_the_temp_dir(tmp_path: Path) -> None:
+    """Without a shared file system a task trains in a ``contrastlab-ray-*`` scratch directory; Ctrl-C's
+    ``ray.cancel(force=True)`` SIGKILLs the worker, so its ``finally`` never removed it: every interrupted compare
+    left its runs (checkpoints included) in the node's temp dir. Here the worker is a plain process running
+    :func:`train_point` with a stand-in training command, killed once it trains."""
+    temp, out = tmp_path / "temp", tmp_path / "out"
+    temp.mkdir()
+    script = (
+        "import sys\nfrom contrastlab.experiments import runner, ray_runner\n"
+        "from contrastlab.experiments.grid import GridPoint\n"
+        "runner.train_command = lambda *a: [sys.executable, '-c', 'import time; time.sleep(60)']\n"
+        "ray_runner.train_point(GridPoint('recsys', 'dcl', 1, 'smoke'), sys.argv[1], 't', None, False, False, {})\n"
+    )
+    worker = subprocess.Popen([sys.executable, "-c", script, str(out)], env=dict(env(), TMPDIR=str(temp)))
+    deadline = time.monotonic() + 60
+    while not list(temp.glob("contrastlab-ray-*/logs/**/*.log")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)  # its platform train stand-in started
+    worker.kill()
+    worker.wait()
+    deadline = time.monotonic() + 15
+    while list(temp.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert sorted(p.name for p in temp.iterdir()) == []

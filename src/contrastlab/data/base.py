@@ -4,6 +4,7 @@ helpers. The catalog (:mod:`contrastlab.data.datasets`) imports the loaders, whi
 
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
 import tempfile
@@ -108,16 +109,21 @@ def find_file(filename: str, dirs: list[Path]) -> Path | None:
 
 
 def download(url: str, dest: Path, timeout: float = 30.0) -> Path:
-    """Download ``url`` to ``dest`` atomically; raise :class:`DataMissingError` when offline or on failure."""
+    """Download ``url`` to ``dest`` atomically; raise :class:`DataMissingError` when offline or on failure.
+
+    The partial ``<dest name>…part`` file is removed however the download stops (a network error, a truncated
+    response, Ctrl-C), so an interrupted download leaves nothing beside ``dest``."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=dest.name, suffix=".part")
     try:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
             shutil.copyfileobj(resp, out, length=1 << 20)
         os.replace(tmp, dest)
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise DataMissingError(f"could not download {url} ({exc}); {_offline_hint(dest)}") from None
+        if isinstance(exc, (urllib.error.URLError, OSError, TimeoutError, http.client.HTTPException)):
+            raise DataMissingError(f"could not download {url} ({exc}); {_offline_hint(dest)}") from None
+        raise
     return dest
 
 

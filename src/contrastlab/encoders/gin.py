@@ -9,16 +9,34 @@ node states, ``h_G = ‖_{k=1..L} Σ_v h_v^{(k)}``, so it has ``L · hidden_dim`
 embedding is ``‖_k h_v^{(k)}``. Sum pooling keeps the graph size, which mean pooling would discard.
 
 Message passing uses torch-geometric's ``GINConv`` (PyG >= 2.3 runs on plain torch, no compiled extensions);
-torch-geometric is imported when an encoder is built, not when contrastlab is imported.
+torch-geometric is imported when an encoder is built, not when contrastlab is imported. PyG writes each
+layer class's generated ``propagate`` module to a ``torch_geometric.*.py`` file in the temp dir (once per process)
+and never deletes it; the encoder deletes that file once the module is loaded (one file per graph run piled up).
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
 from contrastlab.platform.errors import ConfigError
 from contrastlab.platform.registry import HParam, int_in
+
+
+def drop_generated_sources() -> None:
+    """Delete the source files PyG generated for its message-passing templates (already imported, so unused).
+
+    PyG's ``module_from_template`` writes the rendered ``propagate`` of a layer class to
+    ``<tempdir>/<module name>_<random>.py`` with ``delete=False`` and imports it as ``<module name>``; the code
+    lives on in memory, and ``torch.jit.script`` (which would re-read the source) is not used here.
+    """
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None) if name.startswith("torch_geometric.") else None
+        if file and Path(file).name.startswith(f"{name}_") and file.endswith(".py"):
+            Path(file).unlink(missing_ok=True)
 
 
 def sum_pool(h: Tensor, batch: Tensor, num_graphs: int) -> Tensor:
@@ -57,6 +75,7 @@ class GINEncoder(nn.Module):
             self.convs.append(GINConv(mlp, eps=0.0, train_eps=False))
             self.norms.append(nn.BatchNorm1d(hidden_dim) if batch_norm else nn.Identity())
             width = hidden_dim
+        drop_generated_sources()
 
     @property
     def out_dim(self) -> int:

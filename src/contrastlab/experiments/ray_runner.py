@@ -14,7 +14,10 @@ run names, skip-finished, ``--resume`` of unfinished runs and failure records ar
   that can read the same token at the same path sees the driver's ``OUT`` (shared file system) and trains into
   it directly. Otherwise the task trains into a scratch directory on its node (an unfinished run directory is
   shipped to it first, as a tar archive), and ships the finished run directory and its log back as tar bytes;
-  the driver unpacks them into ``OUT``. ``shared_fs=False`` forces the shipping path.
+  the driver unpacks them into ``OUT``. ``shared_fs=False`` forces the shipping path. The scratch directory is
+  deleted when the task ends, and by a small helper process (:func:`remove_when_orphaned`) when its worker is
+  killed instead (Ctrl-C's ``ray.cancel(force=True)``, a lost worker), so no run directory stays in the node's
+  temp dir.
 * **Ctrl-C.** Ray workers are not in the terminal's process group, so Ctrl-C reaches only the driver: it
   cancels every outstanding task (``ray.cancel(force=True)`` kills the worker, and the worker's death kills its
   ``platform train`` child) and re-raises :class:`KeyboardInterrupt`. Connecting on the main thread also hooks
@@ -53,6 +56,28 @@ from contrastlab.experiments.ray_cluster import (  # noqa: F401 - connection hel
 
 MARKER = ".ray-driver"
 """File in ``OUT`` whose token tells a Ray task that it sees the driver's ``OUT``."""
+
+def remove_when_orphaned(folder: Path) -> Any:
+    """Start a detached helper process that deletes ``folder`` once this process ends, however it ends; returns
+    the write end of its stdin, to close when ``folder`` is gone. The helper waits for the end of that pipe, whose
+    only writer is this process, so a SIGKILL (``ray.cancel(force=True)`` kills a worker without running its
+    ``finally``) triggers it too. It is started through a short-lived intermediate, in its own session: Ray kills
+    the children and the process group of a worker that exits, and would take the helper with it."""
+    import subprocess
+    import sys
+
+    clean = ("import os, shutil, sys, time\nsys.stdin.buffer.read()\n"
+             "for _ in range(20):  # the killed worker's platform train child may still be writing in it\n"
+             "    shutil.rmtree(sys.argv[1], ignore_errors=True)\n"
+             "    time.sleep(0.5)\n"
+             "    if not os.path.exists(sys.argv[1]): break")
+    spawn = ("import subprocess, sys\nsubprocess.Popen([sys.executable, '-I', '-S', '-c', sys.argv[1], sys.argv[2]], "
+             "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)")
+    middle = subprocess.Popen([sys.executable, "-I", "-S", "-c", spawn, clean, str(folder)], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    middle.wait()
+    return middle.stdin
+
 
 def pack(path: Path, arcname: str) -> bytes:
     """``path`` (a file or directory) as gzip'd tar bytes under ``arcname``."""
@@ -98,6 +123,7 @@ def train_point(
     marker = driver_out / MARKER
     sees_out = shared_fs is not False and marker.is_file() and marker.read_text().strip() == token
     scratch = None if sees_out else Path(tempfile.mkdtemp(prefix="contrastlab-ray-"))
+    janitor = None if scratch is None else remove_when_orphaned(scratch)
     work_out = driver_out if scratch is None else scratch
     rel = point.run_dir(driver_out).relative_to(driver_out)
     if scratch is not None and shipped is not None:
@@ -137,6 +163,8 @@ def train_point(
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+        if janitor is not None:
+            janitor.close()  # the helper finds nothing left to delete and exits
 
 
 class RunFailedError(RuntimeError):

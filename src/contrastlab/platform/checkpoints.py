@@ -65,7 +65,7 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
     """``torch.save(obj)`` to ``path`` through a temporary file in the same folder, ``fsync`` and ``os.replace``.
 
     On failure the temporary file is removed, ``path`` keeps its previous content (if any) and
-    :class:`StorageError` says why in one line.
+    :class:`StorageError` says why in one line; an interruption (``KeyboardInterrupt``) removes it too.
     """
     path = Path(path)
     tmp = path.with_name(f"{path.name}.tmp")
@@ -92,6 +92,10 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
             raise  # a RuntimeError that is not a failed write (e.g. an unpicklable object) is a bug, not storage
         reason = cause.strerror or str(cause)
         raise StorageError(f"cannot write {path}: {reason}") from None
+    except BaseException:  # Ctrl-C/SIGTERM mid-write (tune's runs stop at once): no checkpoint-sized .tmp stays
+        with suppress(OSError):
+            tmp.unlink()
+        raise
     _fsync_dir(path.parent)
 
 

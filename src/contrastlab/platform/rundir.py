@@ -377,13 +377,14 @@ def check_writable_dir(path: Path | str, option: str, *, shown: Path | str | Non
 
 
 def write_text_atomic(path: Path | str, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path`` (no torn files)."""
+    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path`` (no torn files, and no
+    temporary file left however the write stops)."""
     path = Path(path)
     tmp = path.with_name(f"{path.name}.tmp")
     try:
         tmp.write_text(text)
         os.replace(tmp, path)
-    except OSError:
+    except BaseException:
         with suppress(OSError):
             tmp.unlink()
         raise
