@@ -42,6 +42,9 @@ class _FakeAgent:
     def learn(self, steps: int) -> None:
         pass
 
+    def set_logger(self, logger) -> None:
+        pass
+
     def train(self, gradient_steps: int, batch_size: int) -> None:
         for _ in range(gradient_steps):
             self.n_updates += 1
