@@ -314,9 +314,10 @@ def add_compare_commands(app: typer.Typer) -> None:
         if not dry_run:
             check_writable_dir(out_dir, "--out")
             refuse_busy_out(out_dir)  # before the header: the refusal is the command's only line
-            if ray_opts is not None and ray_opts["address"] is None:  # the private instance: start it now, so a
-                from contrastlab.experiments.ray_cluster import connect_checked  # size it refuses writes nothing
+            if ray_opts is not None and ray_opts["address"] is None:
+                from contrastlab.experiments.ray_cluster import connect_checked
 
+                # start the private Ray instance now: a run size it cannot hold is refused before anything is written
                 connect_checked(None, ray_opts["cpus_per_run"], ray_opts["gpus_per_run"])
         refuse_inside_a_run(out_dir)
         refuse_other_plugin(out_dir, plan.plugin.name)

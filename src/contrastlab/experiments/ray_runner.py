@@ -57,6 +57,7 @@ from contrastlab.experiments.ray_cluster import (  # noqa: F401 - connection hel
 MARKER = ".ray-driver"
 """File in ``OUT`` whose token tells a Ray task that it sees the driver's ``OUT``."""
 
+
 def remove_when_orphaned(folder: Path) -> Any:
     """Start a detached helper process that deletes ``folder`` once this process ends, however it ends; returns
     the write end of its stdin, to close when ``folder`` is gone. The helper waits for the end of that pipe, whose
