@@ -50,7 +50,12 @@ def env() -> dict[str, str]:
 
 def start_head(log: Path) -> tuple[subprocess.Popen, int] | None:
     """``ray start --head --block`` on 127.0.0.1 with 2 CPUs on two ports that were free a moment ago; ``None`` if
-    it stopped before it was up (another process took a port in between)."""
+    it stopped before it was up or in the seconds after (another process took a port in between).
+
+    The head prints its ``--block`` line before its process monitor has looked at the subprocesses once: in a CI
+    check the client server's port had been taken in between, the monitor stopped the whole head a second after
+    that line, and every test of the module then found no cluster. So the head must still run 3 s later.
+    """
     port, client = free_port(), free_port()
     ray_cli = Path(sys.executable).parent / "ray"
     cmd = [
@@ -61,12 +66,16 @@ def start_head(log: Path) -> tuple[subprocess.Popen, int] | None:
     with open(log, "w") as fh:
         head = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env(), start_new_session=True)
     deadline = time.monotonic() + 90
-    while "--block" not in log.read_text():
+    up_since = None
+    while up_since is None or time.monotonic() < up_since + 3:
+        if up_since is None and "--block" in log.read_text():
+            up_since = time.monotonic()
         if time.monotonic() > deadline:
             pytest.fail(f"ray head did not start:\n{log.read_text()[-2000:]}")
-        if head.poll() is not None:
+        if head.poll() is not None or "exited unexpectedly" in log.read_text():
             with contextlib.suppress(ProcessLookupError):  # whatever it had started (its own session) goes too
                 os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
             return None
         time.sleep(0.5)
     return head, port
@@ -402,3 +411,14 @@ def test_a_killed_worker_leaves_no_scratch_run_directory_in_the_temp_dir(tmp_pat
     while list(temp.iterdir()) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert sorted(p.name for p in temp.iterdir()) == []
+
+
+def test_start_head_does_not_take_a_head_that_dies_after_its_block_line_for_up(tmp_path, monkeypatch) -> None:
+    """The cluster fixture's own check (a CI check lost all 9 cluster tests to a head stopped 1 s after it said it
+    was up, its client server's port taken): a head whose client-server port is in use is not returned."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = iter([free_port(), taken.getsockname()[1]])
+        monkeypatch.setattr(sys.modules[__name__], "free_port", lambda: next(ports))
+        assert start_head(tmp_path / "head.log") is None
