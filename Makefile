@@ -3,7 +3,7 @@ export MUJOCO_GL ?= egl
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast lint format bench clean configs
+.PHONY: setup demo test test-fast lint format bench clean configs mutants
 
 setup:  ## create .venv, install pinned dependencies, fetch Fashion-MNIST
 	@bash scripts/setup.sh
@@ -29,6 +29,10 @@ bench: setup  ## print the speed ratios (see docs/results.md)
 	$(BIN)/python benchmarks/curl.py
 	$(BIN)/python benchmarks/simclr.py
 	$(BIN)/python benchmarks/pu.py
+
+mutants: setup  ## mutation testing of one file: make mutants FILE=src/contrastlab/losses/dcl.py TESTS=tests/losses
+	@test -n "$(FILE)" || { echo "usage: make mutants FILE=src/contrastlab/... [TESTS='tests/a tests/b']"; exit 2; }
+	$(BIN)/python scripts/mutants.py $(FILE) --tests $(or $(TESTS),tests)
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache

@@ -1,0 +1,131 @@
+"""scripts/mutants.py: the mutation tester finds the changes a test suite misses, and never touches the checkout."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "mutants.py"
+
+MODULE = textwrap.dedent('''
+    """A module docstring: never mutated."""
+
+
+    def add(a, b):
+        """Sum of a and b."""
+        return a + b
+
+
+    def clipped(x, low=0):
+        if x < low:
+            raise ValueError(f"x below {low + 1}")
+        return x
+''')
+
+
+@pytest.fixture(scope="module")
+def mutants():
+    spec = importlib.util.spec_from_file_location("mutants_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def make_project(root: Path, test_body: str) -> Path:
+    """A tiny project: src/toy/calc.py (MODULE) and tests/test_calc.py (``test_body``)."""
+    (root / "src" / "toy").mkdir(parents=True)
+    (root / "src" / "toy" / "__init__.py").write_text("")
+    (root / "src" / "toy" / "calc.py").write_text(MODULE)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_calc.py").write_text("from toy.calc import add, clipped\n\n" + textwrap.dedent(test_body))
+    return root / "src" / "toy" / "calc.py"
+
+
+def run_script(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_every_mutant_kind_applies_and_changes_the_code(mutants):
+    source = MODULE
+    found = mutants.find_mutants(source)
+    descriptions = {(m.line, m.description) for m in found}
+    assert (7, "Add -> Sub") in descriptions
+    assert (11, "Lt -> LtE") in descriptions
+    assert (10, "0 -> 1") in descriptions  # the default of low
+    assert (11, "if: condition negated") in descriptions
+    for mutant in found:
+        changed = mutants.mutated_source(source, mutant)
+        assert ast.dump(ast.parse(changed)) != ast.dump(ast.parse(source)), mutant
+
+
+def test_docstrings_messages_and_annotations_are_left_alone(mutants):
+    source = 'def f(x: "int" = 2) -> int:\n    """Doc 3 + 4."""\n    raise ValueError(f"{x + 1} > 0")\n'
+    lines = {m.line for m in mutants.find_mutants(source)}
+    assert lines == {1}  # only the default value 2; nothing inside the docstring or the raise
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("y = -x\n", "y = x"),
+    ("y = a if c else b\n", "y = b if c else a"),
+    ("y = t.sum(1)\n", "y = t.mean(1)"),
+    ("y = max(a, b)\n", "y = min(a, b)"),
+    ("y = a and b\n", "y = a or b"),
+    ("y = x ** 2\n", "y = x * 2"),
+])
+def test_each_mutation_is_the_change_it_names(mutants, source, expected):
+    changed = [mutants.mutated_source(source, m).strip() for m in mutants.find_mutants(source)]
+    assert expected in changed
+
+
+def test_a_survivor_is_reported_and_exits_1_without_touching_the_checkout(tmp_path):
+    target = make_project(tmp_path, """
+        def test_add():
+            assert add(2, 3) == 5
+    """)
+    done = run_script(tmp_path, "src/toy/calc.py", "--tests", "tests")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "src/toy/calc.py:7: Add -> Sub: KILLED" in done.stdout
+    assert "src/toy/calc.py:11: Lt -> LtE: SURVIVED" in done.stdout  # clipped() is never tested
+    assert "1 of 4 mutants caught; 3 survived" in done.stdout
+    assert target.read_text() == MODULE
+
+
+def test_a_complete_suite_catches_every_mutant_and_exits_0(tmp_path):
+    make_project(tmp_path, """
+        import pytest
+
+        def test_add():
+            assert add(2, 3) == 5
+
+        def test_clipped():
+            assert clipped(0) == 0
+            assert clipped(5, low=5) == 5
+            with pytest.raises(ValueError):
+                clipped(-1)
+            with pytest.raises(ValueError):
+                clipped(4, 5)
+    """)
+    done = run_script(tmp_path, "src/toy/calc.py", "--tests", "tests", "--lines", "6-12")
+    assert done.returncode == 0, done.stdout
+    assert "4 of 4 mutants caught; 0 survived" in done.stdout
+
+
+def test_list_mode_and_bad_arguments(tmp_path):
+    make_project(tmp_path, "def test_nothing():\n    pass\n")
+    listed = run_script(tmp_path, "src/toy/calc.py", "--list")
+    assert listed.returncode == 0 and listed.stdout.strip().endswith("mutants")
+    outside = tmp_path / "other.py"
+    outside.write_text("x = 1\n")
+    refused = run_script(tmp_path, "other.py")
+    assert refused.returncode == 2 and "not a Python file under" in refused.stderr
+    bad_range = run_script(tmp_path, "src/toy/calc.py", "--lines", "ten")
+    assert bad_range.returncode == 2 and "FIRST-LAST" in bad_range.stderr
