@@ -548,3 +548,13 @@ def test_the_aggregate_verdict_is_judged_on_the_iqm_intervals(tmp_path):
     by_mean = rt.judge([(c, *rt.aggregate_intervals(gs, "mean")) for c, gs in cols.items()])
     assert by_mean.winner is None  # what the verdict would have said from the mean intervals
 
+
+
+def test_a_configuration_still_running_beside_a_stopped_seed_says_running(tmp_path):
+    """One seed still running, another interrupted, no error: the cell read `failed: running` or
+    `failed: interrupted`, whichever a set gave first (it changed from one `platform report` to the next), for a
+    configuration that had not failed."""
+    write_synthetic_run(tmp_path, loss="a", seed=1, status="running")
+    write_synthetic_run(tmp_path, loss="a", seed=2, status="interrupted")
+    (group,) = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    assert rt.main_cell(group, False) == "running (no result yet)"
