@@ -131,6 +131,8 @@ def test_csv_one_row_per_run(table3, tmp_path):
     assert {r["metric.loss"] for r in rows if r["configuration"] == "infonce"} == {"1.0"}
     assert scores == [0.6, 0.7, 0.8]
     assert {r["overrides"] for r in rows if r["loss"] == "dcl"} == {"loss.tau_plus=0.05", "loss.tau_plus=0.1"}
+    assert {(r["status"], r["wall_time_s"]) for r in rows} == {("completed", "1.5"), ("failed", "")}  # none: empty
+    assert {r["preset"] for r in rows} == {"smoke"}
 
 
 def test_fmt_and_errors(tmp_path):
@@ -169,7 +171,7 @@ def test_best_is_bold_only_when_its_interval_excludes_the_others(tmp_path):
         for seed, v in enumerate(vals, start=1):
             write_synthetic_run(tmp_path / "two", loss=loss, seed=seed, final={"score": v})
     groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path / "two"])])
-    assert rt.verdicts(groups)["toy"].winner == "a"
+    assert rt.verdicts(groups)["toy"].winner == "a" and rt.verdicts(groups)["toy"].leaders == ("a",)
     md = rt.markdown(groups)
     assert "| toy | score (↑) | **0.9100 ± 0.0100 [0.8852, 0.9348]** | 0.5100 ± 0.0100 [0.4852, 0.5348] | a |" in md
     summary = list(csv.DictReader(rt.write_summary_csv(groups, tmp_path / "summary.csv").open()))
@@ -464,3 +466,95 @@ def test_labels_with_a_pipe_stay_in_their_table_cells(tmp_path):
     header = next(line for line in lines if line.startswith("| task | metric |"))
     for line in rows[:2]:  # the main table and the IQM table keep one cell per column
         assert line.replace("\\|", "").count("|") in (header.count("|"), header.count("|") - 2)
+
+
+def test_a_failed_seed_keeps_its_error_beside_interrupted_or_diverged_ones(tmp_path):
+    """No seed of `a` has a finite score: one crashed, the other was stopped (`b`) or completed with a NaN (`c`).
+    The cell names the crash; it is neither resumable-only nor a mere missing metric."""
+    import json
+
+    write_synthetic_run(tmp_path, loss="a", seed=1, status="failed", error="RuntimeError: boom")
+    write_synthetic_run(tmp_path, loss="a", seed=2, status="interrupted")
+    write_synthetic_run(tmp_path, loss="b", seed=1, status="failed", error="RuntimeError: boom")
+    run = write_synthetic_run(tmp_path, loss="b", seed=2, final={"score": 0.1})
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "metrics": {"score": float("nan")}}))
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    assert [rt.main_cell(g, False) for g in groups] == ["failed: RuntimeError: boom"] * 2
+
+
+def test_one_completed_seed_of_two_shows_its_score_and_the_count_once(tmp_path):
+    write_synthetic_run(tmp_path, loss="a", seed=1, final={"score": 0.5})
+    write_synthetic_run(tmp_path, loss="a", seed=2, status="failed", error="boom")
+    (group,) = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    assert rt.main_cell(group, False) == "0.5000 (n=1/2)"
+
+
+def test_the_table_separators_have_one_cell_per_column(table3):
+    """A Markdown table whose separator row has fewer cells than its header is not rendered as a table."""
+    lines = rt.markdown(rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([table3])])).splitlines()
+    headers = [i for i, line in enumerate(lines[:-1]) if lines[i + 1].startswith("|---")]
+    assert len(headers) == 4  # main table, per-task IQM, all final metrics, runs not completed
+    for i in headers:
+        assert lines[i + 1].count("---") == lines[i].count(" | ") + 1, (lines[i], lines[i + 1])
+
+
+def test_aggregate_names_a_separated_winner_and_the_configurations_left_out(tmp_path):
+    """dcl is 100 above infonce at every seed of both tasks: every bootstrap replicate of its pooled IQM (the mean of
+    the middle 4 of 6 scores) is at least (400 + 400 + 700 + 700) / 4 = 550, and infonce's at most
+    (302 + 302 + 602 + 602) / 4 = 452, so the intervals are apart and dcl is the best. hcl ran in one task only."""
+    rows = {"cheetah": {"infonce": [300, 301, 302], "dcl": [400, 401, 402], "hcl": [350, 351, 352]},
+            "walker": {"infonce": [600, 601, 602], "dcl": [700, 701, 702]}}
+    md = rt.markdown(task_grid(tmp_path, rows))
+    aggregate = md[md.index("## Aggregate over 2 tasks") :]
+    assert "| **dcl** | 6 |" in aggregate and "| infonce | 6 |" in aggregate and "Best IQM: dcl." in aggregate
+    assert "Not aggregated (missing or failed in some task): hcl." in aggregate
+
+
+def test_summary_csv_rows_fill_the_header_and_two_seeds_have_a_std(table3, tmp_path):
+    """Every row has one cell per header column (no paired comparison here: its 8 columns are empty), and the
+    sample std is left out only for a single seed: dcl tau_plus=0.1 completed 2 seeds, 0.75 and 0.85."""
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([table3])])
+    path = rt.write_summary_csv(groups, tmp_path / "summary.csv")
+    rows = list(csv.reader(path.open()))
+    assert {len(r) for r in rows} == {len(rows[0])} and rows[0][-8:][0] == "baseline"
+    by_name = {r["configuration"]: r for r in csv.DictReader(path.open())}
+    assert by_name["dcl tau_plus=0.1"]["n"] == "2"
+    assert float(by_name["dcl tau_plus=0.1"]["std"]) == pytest.approx(np.std([0.75, 0.85], ddof=1), rel=1e-5)
+
+
+@pytest.mark.parametrize("higher_is_better", [True, False])
+def test_touching_intervals_tie_with_the_leader(higher_is_better):
+    """As in stats.separated, an interval that touches the leader's overlaps it: `b` ties, `c` (apart) does not."""
+    if higher_is_better:
+        cands = [("c", 0.3, 0.1, 0.4), ("b", 0.7, 0.5, 0.8), ("top", 1.0, 0.8, 1.2)]
+    else:
+        cands = [("c", 0.9, 0.8, 1.0), ("b", 0.5, 0.3, 0.7), ("top", 0.2, 0.1, 0.3)]
+    assert rt.judge(cands, higher_is_better) == rt.Verdict(None, ("top", "b"))
+
+
+def test_the_aggregate_verdict_is_judged_on_the_iqm_intervals(tmp_path):
+    """infonce has one outlier (5000) among 16 scores: it lifts infonce's mean above dcl's, and its mean interval
+    (no outlier drawn in a task's 8 resampled seeds: probability (7/8)^8 = 0.34) reaches down to dcl's: by mean,
+    a tie. The IQM (middle 8 of 16: cheetah's top 4 and walker's bottom 4) drops it unless it is drawn 5 times of 8
+    (about 0.1 % of replicates), so infonce's IQM stays below (307·4 + 606·4)/8 = 456.5 and dcl's is at least 500:
+    by the IQM the table reports, dcl is the best."""
+    rows = {"cheetah": {"infonce": list(range(300, 308)), "dcl": list(range(350, 358))},
+            "walker": {"infonce": [*range(600, 607), 5000], "dcl": list(range(650, 658))}}
+    md = rt.markdown(task_grid(tmp_path, rows))
+    aggregate = md[md.index("## Aggregate over 2 tasks") :]
+    assert "Best IQM: dcl." in aggregate and "| **dcl** | 16 |" in aggregate
+    cols = rt.aggregate_columns(task_grid(tmp_path / "again", rows))["score"]
+    by_mean = rt.judge([(c, *rt.aggregate_intervals(gs, "mean")) for c, gs in cols.items()])
+    assert by_mean.winner is None  # what the verdict would have said from the mean intervals
+
+
+
+def test_a_configuration_still_running_beside_a_stopped_seed_says_running(tmp_path):
+    """One seed still running, another interrupted, no error: the cell read `failed: running` or
+    `failed: interrupted`, whichever a set gave first (it changed from one `platform report` to the next), for a
+    configuration that had not failed."""
+    write_synthetic_run(tmp_path, loss="a", seed=1, status="running")
+    write_synthetic_run(tmp_path, loss="a", seed=2, status="interrupted")
+    (group,) = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    assert rt.main_cell(group, False) == "running (no result yet)"

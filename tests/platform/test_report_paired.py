@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -55,6 +56,8 @@ def test_holm_steps_down_and_stops_at_the_first_kept_hypothesis() -> None:
     assert pr.holm_rejections([0.04, 0.01, 0.03]) == [False, True, False]
     assert pr.holm_rejections([0.01, 0.02, 0.04]) == [True, True, True]  # 0.01<=.0167, 0.02<=.025, 0.04<=.05
     assert pr.holm_rejections([math.nan, 0.03]) == [False, True]  # an untestable pair does not count in m
+    # the k-th smallest of m is rejected when p <= alpha / (m - k + 1): equality rejects
+    assert pr.holm_rejections([0.05]) == [True] and pr.holm_rejections([0.025, 0.025]) == [True, True]
 
 
 def test_a_shared_seed_effect_is_found_where_the_main_tables_intervals_tie(tmp_path) -> None:
@@ -86,6 +89,7 @@ def test_worse_no_difference_direction_and_unpaired_seeds(tmp_path) -> None:
     pairs = {p.column: p for p in pr.compare_to_baseline(groups)}
     assert len(pairs["dcl"].differences) == 3 and pairs["dcl"].verdict == "worse" and pairs["dcl"].wins == 0
     assert pairs["hcl"].p_value == 1.0 and pairs["hcl"].verdict == "no difference shown"
+    assert pairs["hcl"].wins == 0  # a seed with the same score is no win
     for g in groups:
         for run in g.runs:
             run.higher_is_better = False
@@ -183,3 +187,31 @@ def test_tasks_left_out_of_the_paired_table_are_named(tmp_path) -> None:
     write_synthetic_run(tmp_path, loss="infonce", seed=1, overrides=["--set env.task=c"], final={"score": 0.5})
     text = "\n".join(paired_text_lines(groups_of(tmp_path)))  # a task with the baseline alone is not "without" one
     assert "Not compared (no `infonce` configuration in the task): toy env.task=b." in text
+
+
+def test_p_values_below_one_in_a_thousand_are_shown_as_such(tmp_path) -> None:
+    """The p column prints three decimals; only p < 0.001, which would print as 0.000, reads "< 0.001"."""
+    write(tmp_path, "infonce", [0.60, 0.70, 0.80])
+    write(tmp_path, "dcl", [0.62, 0.72, 0.83])
+    groups = groups_of(tmp_path)
+    (pair,) = pr.compare_to_baseline(groups)
+    for p_value, shown in ((0.0009, "< 0.001"), (0.001, "0.001"), (0.0012, "0.001"), (0.0151, "0.015")):
+        text = "\n".join(pr.paired_lines(groups, [replace(pair, p_value=p_value)]))
+        assert f"| 3/3 seeds | {shown} | better |" in text, (p_value, text)
+
+
+@pytest.mark.parametrize(("base", "other", "delta"), [
+    ([49.0, 50.0, 51.0], [149.0, 150.0, 152.0], "+100.33 [+98.90, +101.77]"),  # the baseline's 50.00: 2 decimals
+    ([1.0, 1.0, 1.0], [0.98, 0.99, 0.985], "-0.015 [-0.027, -0.003]"),  # an accuracy of 1.000: 3 decimals
+    ([-1.0, 0.0, 1.0], [99.0, 100.0, 102.0], "+100.3 [+98.9, +101.8]"),  # a baseline mean of 0: the difference's
+])  # fmt: skip
+def test_the_difference_has_the_decimals_of_the_baselines_cell(tmp_path, base, other, delta) -> None:
+    """Δ is printed with as many decimals as the baseline's mean in the main table (decimals of its magnitude:
+    1 to 4), or, when that mean is 0, as many as the difference's own magnitude asks for."""
+    write(tmp_path, "infonce", base)
+    write(tmp_path, "dcl", other)
+    d = np.array(other) - np.array(base)
+    half = scipy_stats.t.ppf(0.975, 2) * d.std(ddof=1) / math.sqrt(3)
+    dec = len(delta.split(" ")[0].split(".")[1])
+    assert delta == f"{d.mean():+.{dec}f} [{d.mean() - half:+.{dec}f}, {d.mean() + half:+.{dec}f}]"  # the numbers
+    assert f"| toy | dcl | infonce | {delta} |" in "\n".join(paired_text_lines(groups_of(tmp_path)))

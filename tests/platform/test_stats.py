@@ -64,6 +64,12 @@ def test_separated():
     assert not st.separated((0.1, 0.2), [(0.3, 0.4)], higher_is_better=True)
     assert not st.separated((float("nan"), float("nan")), [(0.0, 0.1)], higher_is_better=True)
     assert not st.separated((0.9, 1.0), [(float("nan"), float("nan"))], higher_is_better=True)
+    assert not st.separated((0.2, 0.3), [(0.3, 0.4)], higher_is_better=False)  # touching, lower is better
+    nan = float("nan")  # one undefined bound is enough to leave the interval undefined, on either side
+    assert not st.separated((nan, 1.0), [(0.0, 0.1)], higher_is_better=True)
+    assert not st.separated((0.9, nan), [(0.0, 0.1)], higher_is_better=True)
+    assert not st.separated((0.9, 1.0), [(nan, 0.1)], higher_is_better=True)
+    assert not st.separated((0.9, 1.0), [(0.0, nan)], higher_is_better=True)
 
 
 def test_t_interval_matches_scipy_and_its_edges():
@@ -79,3 +85,40 @@ def test_t_interval_matches_scipy_and_its_edges():
     assert centre == 0.5 and np.isnan(low) and np.isnan(high)  # one seed: no interval
     assert t_interval([0.5, 0.5, 0.5]) == (0.5, 0.5, 0.5)  # equal seeds: zero width
     assert all(np.isnan(v) for v in t_interval([]))
+
+
+def bootstrap_means(x: np.ndarray, reps: int, seed: int) -> np.ndarray:
+    """Textbook bootstrap of the mean: ``reps`` resamples of the n seeds with replacement, drawn as the docstring
+    says (one ``default_rng(seed)``, an ``[reps, n]`` table of indices)."""
+    idx = np.random.default_rng(seed).integers(0, len(x), size=(reps, len(x)))
+    return x[idx].mean(axis=1)
+
+
+@pytest.mark.parametrize("level", [0.95, 0.8])
+def test_interval_is_the_central_percentiles_of_the_bootstrap_replicates(level):
+    """The 95 % percentile interval is the 2.5th and 97.5th percentiles of the replicates (for level L: the
+    (1−L)/2 and (1+L)/2 quantiles), not a wider or lopsided pair."""
+    x = np.array([0.61, 0.72, 0.70, 0.65, 0.80, 0.58])
+    replicates = bootstrap_means(x, 4000, 7)
+    tail = (1 - level) / 2
+    lo, hi = np.quantile(replicates, [tail, 1 - tail])
+    assert st.interval(x, reps=4000, seed=7, level=level) == pytest.approx((x.mean(), lo, hi), rel=1e-12)
+
+
+def test_one_task_with_one_seed_still_has_an_interval_from_the_others():
+    """Only when *every* task has a single score is the interval undefined; a one-seed task beside a three-seed
+    one is resampled as a constant, and the interval comes from the other task's seeds."""
+    est, lo, hi = st.interval([np.array([1.0]), np.array([0.0, 1.0, 2.0])])
+    assert est == pytest.approx(1.0) and lo < est < hi and not (math.isnan(lo) or math.isnan(hi))
+
+
+def test_single_seed_results_keep_their_shape():
+    """A final score gives plain floats; a curve per seed gives arrays of nan bounds, one per step (the learning
+    curve of single-seed runs)."""
+    for scores in (np.array([3.0]), [3.0]):
+        est, lo, hi = st.interval(scores)
+        assert type(est) is float and est == 3.0 and math.isnan(lo) and math.isnan(hi)
+    curves = [np.array([[0.0, 1.0, 2.0]]), np.array([[2.0, 3.0, 4.0]])]  # two tasks, one seed each, 3 steps
+    est, lo, hi = st.interval(curves, "mean")
+    assert est.tolist() == [1.0, 2.0, 3.0] and lo.shape == hi.shape == (3,)
+    assert np.isnan(lo).all() and np.isnan(hi).all()

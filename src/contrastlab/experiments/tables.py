@@ -81,17 +81,19 @@ def _failed_text(g: Group) -> str:
     if all(r.status == "interrupted" for r in g.runs):  # stopped, not broken: `--resume` (or compare again) goes on
         return "interrupted (resumable)"
     err = next((r.error for r in g.runs if r.error), None)
-    if err is None and all(r.status == "running" for r in g.runs):  # e.g. `platform report` while compare runs
+    # e.g. `platform report` while compare runs: some seeds running, the others stopped (all stopped: above)
+    if err is None and all(r.status in ("running", "interrupted") for r in g.runs):
         return "running (no result yet)"
     done = sum(r.status == "completed" for r in g.runs)
     if err is None and done:  # completed, but the metric diverged (NaN) or is missing from summary.json
         err = f"no finite {g.primary or 'primary metric'} in {done} completed run{'s' * (done != 1)}"
-    return f"failed: {md_cell(str(err or next(iter({r.status for r in g.runs}), '?'))[:60])}"
+    return f"failed: {md_cell(str(err or next(iter(sorted({r.status for r in g.runs})), '?'))[:60])}"
 
 
 def main_cell(g: Group, winner: bool) -> str:
     """``mean ± std [95 % CI]`` of the primary metric, bold for the task's winner, ``(n=k/N)`` when seeds are
-    missing, ``failed: <error>`` when none completed (``interrupted (resumable)`` when every run was stopped)."""
+    missing, ``failed: <error>`` when none completed (``interrupted (resumable)`` when every run was stopped,
+    ``running (no result yet)`` when the others are still running)."""
     mean, std, n = g.stats()
     if n == 0:
         return _failed_text(g)
