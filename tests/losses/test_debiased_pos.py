@@ -1,0 +1,43 @@
+"""DebiasedPos specifics not covered by the shared reference tests: the self term of unbounded logits."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+import contrastlab as cl
+from contrastlab import ContrastiveBatch
+
+
+def _row(b: ContrastiveBatch, i: int) -> ContrastiveBatch:
+    return replace(b, pos_logits=b.pos_logits[i:i + 1], neg_logits=b.neg_logits[i:i + 1],
+                   neg_mask=None if b.neg_mask is None else b.neg_mask[i:i + 1], floor_logit=None)
+
+
+@pytest.mark.parametrize("aggregation", ["outer", "inner"])
+def test_unbounded_self_logit_is_the_row_max_over_positives_and_valid_negatives(aggregation, ref):
+    """Unbounded logits: ``e^{ℓ_self}`` is not observed and the row's largest *valid* logit (positives or
+    negatives) stands in for it; a masked column must not count, even if it holds the largest value."""
+    b = ref.masked_batch(seed=21, t=1.0, labels=False)
+    neg = b.neg_logits.clone()
+    neg[::2, 0] += 3.0  # even rows: the max is a (valid) negative
+    neg[1::2] -= 3.0  # odd rows: the max is a positive
+    neg[:, 1] = torch.where(b.neg_mask[:, 1], neg[:, 1], torch.full_like(neg[:, 1], 50.0))  # masked: ignored
+    b = replace(b, neg_logits=neg, bounded=False, floor_logit=-30.0)
+    got = cl.make_loss("debiased_pos", tau_plus=0.5, aggregation=aggregation, reduction="none")(b)
+    want = []
+    for i in range(b.num_anchors):
+        valid = b.neg_logits[i][b.neg_mask[i]]
+        self_logit = float(torch.cat([b.pos_logits[i], valid]).max())
+        want.append(ref.debiased_pos(_row(b, i), 0.5, aggregation, self_logit=self_logit)[0])
+    torch.testing.assert_close(got, torch.stack(want), rtol=1e-10, atol=1e-10)
+
+
+def test_unbounded_rows_without_negatives():
+    """An empty queue (N = 0) with unbounded logits: the self term comes from the positives alone (no error)."""
+    pos = torch.tensor([[0.3, 2.0], [-1.0, 4.0]], dtype=torch.float64)
+    b = ContrastiveBatch(pos, pos[:, :0], temperature=1.0, bounded=False, floor_logit=-30.0)
+    v = cl.make_loss("debiased_pos", reduction="none")(b)
+    assert torch.isfinite(v).all()
