@@ -16,23 +16,32 @@ def _row(b: ContrastiveBatch, i: int) -> ContrastiveBatch:
                    neg_mask=None if b.neg_mask is None else b.neg_mask[i:i + 1], floor_logit=None)
 
 
+@pytest.mark.parametrize("n_neg", [1, 9])
 @pytest.mark.parametrize("aggregation", ["outer", "inner"])
-def test_unbounded_self_logit_is_the_row_max_over_positives_and_valid_negatives(aggregation, ref):
+def test_unbounded_self_logit_is_the_row_max_over_positives_and_valid_negatives(aggregation, n_neg, ref):
     """Unbounded logits: ``e^{ℓ_self}`` is not observed and the row's largest *valid* logit (positives or
     negatives) stands in for it; a masked column must not count, even if it holds the largest value."""
-    b = ref.masked_batch(seed=21, t=1.0, labels=False)
+    b = ref.masked_batch(seed=21, N=n_neg, t=1.0, labels=False)
     neg = b.neg_logits.clone()
     neg[::2, 0] += 3.0  # even rows: the max is a (valid) negative
     neg[1::2] -= 3.0  # odd rows: the max is a positive
-    neg[:, 1] = torch.where(b.neg_mask[:, 1], neg[:, 1], torch.full_like(neg[:, 1], 50.0))  # masked: ignored
-    b = replace(b, neg_logits=neg, bounded=False, floor_logit=-30.0)
+    if n_neg > 1:
+        neg[:, 1] = torch.where(b.neg_mask[:, 1], neg[:, 1], torch.full_like(neg[:, 1], 50.0))  # masked: ignored
+    pos = b.pos_logits.clone().requires_grad_()
+    neg = neg.requires_grad_()
+    b = replace(b, pos_logits=pos, neg_logits=neg, bounded=False, floor_logit=-30.0)
     got = cl.make_loss("debiased_pos", tau_plus=0.5, aggregation=aggregation, reduction="none")(b)
     want = []
     for i in range(b.num_anchors):
         valid = b.neg_logits[i][b.neg_mask[i]]
-        self_logit = float(torch.cat([b.pos_logits[i], valid]).max())
+        self_logit = float(torch.cat([b.pos_logits[i], valid]).max().detach())  # a constant: no gradient through it
         want.append(ref.debiased_pos(_row(b, i), 0.5, aggregation, self_logit=self_logit)[0])
-    torch.testing.assert_close(got, torch.stack(want), rtol=1e-10, atol=1e-10)
+    want = torch.stack(want)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    grads = torch.autograd.grad(got.sum(), (pos, neg))
+    want_grads = torch.autograd.grad(want.sum(), (pos, neg))
+    for g, w in zip(grads, want_grads, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-10)
 
 
 def test_unbounded_rows_without_negatives():
