@@ -50,3 +50,13 @@ def test_unbounded_rows_without_negatives():
     b = ContrastiveBatch(pos, pos[:, :0], temperature=1.0, bounded=False, floor_logit=-30.0)
     v = cl.make_loss("debiased_pos", reduction="none")(b)
     assert torch.isfinite(v).all()
+
+
+@pytest.mark.parametrize("aggregation", ["outer", "inner"])
+def test_guard_off_is_the_paper_formula(aggregation, ref):
+    """``guard=False`` (paper-faithful) at small ``N`` (``k = (τ⁺N − 2τ⁻)/(N(N+2)) < 0``, so ``Ê⁺`` is a
+    difference) with a positive numerator: exactly eq. 2, and no clamp is reported."""
+    b = ref.masked_batch(seed=22, labels=False)
+    loss = cl.make_loss("debiased_pos", tau_plus=0.1, aggregation=aggregation, guard=False, reduction="none")
+    torch.testing.assert_close(loss(b), ref.debiased_pos(b, 0.1, aggregation), rtol=1e-10, atol=1e-10)
+    assert float(loss.last_stats["clamped_frac"]) == 0.0
