@@ -37,3 +37,17 @@ def test_alpha_one_tau_plus_zero_is_infonce(masked, ref):
     b = ref.masked_batch(seed=52, labels=False) if masked else ref.two_view_batch(B=6, seed=52)
     got = cl.make_loss("bcl", tau_plus=0.0, alpha=1.0, beta=0.8, reduction="none")(b)
     torch.testing.assert_close(got, ref.infonce(b), rtol=1e-12, atol=1e-12)
+
+
+def test_ecdf_threaded_blocks_match_the_sort_path():
+    """Several row blocks split over 2 threads (the suite runs with 1 thread, so this path is otherwise unused)."""
+    g = torch.Generator().manual_seed(53)
+    x = torch.randn(100, 4096, generator=g)  # 32 rows per block → 4 blocks
+    x[70, 5] = x[70, 6]  # a tie in a later block
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        got = ecdf(x, None)
+    finally:
+        torch.set_num_threads(before)
+    torch.testing.assert_close(got, ecdf(x.double(), None).float(), rtol=0, atol=0)
