@@ -77,3 +77,24 @@ def test_functional_forms_compute_in_float32_under_autocast(name, ref):
         got = getattr(L, name)(b, reduction="none", **hp)
     assert got.dtype == torch.float32
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("loss_cls", L.LOSSES, ids=lambda c: c.name)
+def test_functional_defaults_equal_the_class_hparam_defaults(loss_cls):
+    """``pucl(batch)`` must be ``PUCLLoss()(batch)``: every keyword default of a functional form is its class's
+    documented HParam default (and the default reduction is ``mean``), and it has no hyperparameter the class
+    lacks."""
+    import inspect
+
+    params = inspect.signature(getattr(L, loss_cls.name)).parameters
+    hp_defaults = {hp.name: hp.default for hp in loss_cls.hyperparameters}
+    fn_defaults = {k: p.default for k, p in params.items() if k not in ("batch", "reduction")}
+    assert fn_defaults == hp_defaults
+    assert params["reduction"].default == "mean"
+
+
+@pytest.mark.parametrize("name", list(FUNCTIONAL))
+def test_functional_forms_without_hyperparameters_equal_default_modules(name, ref):
+    """Calling a functional form with no keyword gives the default module's value (defaults agree in effect)."""
+    b = _batch(name, ref)
+    torch.testing.assert_close(getattr(L, name)(b), cl.make_loss(name)(b), rtol=0, atol=0)
