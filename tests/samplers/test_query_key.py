@@ -85,6 +85,8 @@ def test_bilinear_refuses_the_bound_floor_and_needs_embed_dim():
 def test_one_query_has_no_negatives_and_no_row_minimum():
     batch = cl.make_sampler("query_key", embed_dim=3)(torch.randn(1, 3), torch.randn(1, 3))
     assert batch.neg_logits.shape == (1, 0) and batch.floor_logit is None
+    two = cl.make_sampler("query_key", embed_dim=3)(torch.randn(2, 3), torch.randn(2, 3))  # one negative each
+    assert two.neg_logits.shape == (2, 1) and torch.equal(two.floor_logit, two.neg_logits.detach()[:, 0])
 
 
 def test_keys_must_be_given_and_match_the_queries():

@@ -28,6 +28,7 @@ def test_rank_r_of_a_world_of_2_enqueues_every_ranks_keys(fake_world, rank):
     fake_world(queue, rank, W, {"k": [_unit(k1[sl]) for sl in shard]}, [labels[sl] for sl in shard])
     first = s(q1[local], k1[local], labels=labels[local])
     assert first.neg_logits.shape == (B, 0) and first.meta["world_size"] == W and first.meta["rank"] == rank
+    assert first.neg_labels.shape == (B, 0)  # as many label columns as negatives
     torch.testing.assert_close(first.pos_logits[:, 0], (_unit(q1[local]) * _unit(k1[local])).sum(1) / t)
     fake_world(queue, rank, W, {"k": [_unit(k2[sl]) for sl in shard]}, [labels[sl] for sl in shard])
     second = s(q2[local], k2[local], labels=labels[local])
