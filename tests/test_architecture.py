@@ -130,3 +130,16 @@ def test_no_plugin_imports_another_and_nothing_imports_a_plugin() -> None:
 def test_modules_stay_small() -> None:
     big = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not big, f"modules over {MAX_LINES} lines: {big}"
+
+
+def test_test_files_have_unique_names() -> None:
+    """The test folders have no ``__init__.py``, so pytest imports each test file by its bare name: two
+    ``test_base.py`` in different folders make the second one a collection error."""
+    seen: dict[str, Path] = {}
+    clashes = []
+    root = SRC.parent
+    for path in sorted([*root.joinpath("tests").rglob("test_*.py"), *root.joinpath("examples").rglob("test_*.py")]):
+        if path.name in seen:
+            clashes.append(f"{seen[path.name].relative_to(root)} and {path.relative_to(root)}")
+        seen.setdefault(path.name, path)
+    assert not clashes, f"test files with the same name: {clashes}"
