@@ -558,3 +558,13 @@ def test_a_configuration_still_running_beside_a_stopped_seed_says_running(tmp_pa
     write_synthetic_run(tmp_path, loss="a", seed=2, status="interrupted")
     (group,) = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
     assert rt.main_cell(group, False) == "running (no result yet)"
+
+
+def test_a_diverged_seed_is_reported_while_another_still_runs(tmp_path):
+    """One seed still running beside one that completed with a NaN metric: the cell names the divergence now
+    (a seed that diverged is news that should not wait for the others to finish), not `running (no result yet)`."""
+    write_synthetic_run(tmp_path, loss="a", seed=1, status="running")
+    run = write_synthetic_run(tmp_path, loss="a", seed=2, final={"score": 0.25})
+    (run / "summary.json").write_text((run / "summary.json").read_text().replace("0.25", "NaN"))
+    (group,) = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    assert rt.main_cell(group, False) == "failed: no finite score in 1 completed run"
