@@ -133,3 +133,90 @@ def test_state_dict_round_trip() -> None:
     assert b.size() == a.size()
     assert np.array_equal(x.observations.numpy(), y.observations.numpy())
     assert np.array_equal(x.next_observations.numpy(), y.next_observations.numpy())
+
+
+@pytest.mark.parametrize("shape", [(C * K, H), (8, H, H)])
+def test_observation_space_that_is_not_a_frame_stack_is_refused(shape: tuple[int, ...]) -> None:
+    """A 2-D space, or a channel count that is not a multiple of the frame's 3 channels, is no RGB frame stack."""
+    with pytest.raises(ValueError, match="frame stack"):
+        FrameStackReplayBuffer(10, spaces.Box(0, 255, shape, np.uint8), spaces.Box(-1, 1, (2,), np.float32),
+                               device="cpu")
+
+
+def test_black_first_frames_start_an_episode() -> None:
+    """A first observation of black frames (an all-zero render) is a reset stack, not a continuation of the
+    zero-filled ring: its sample is that black stack, and the buffer holds exactly that one transition."""
+    buf = make(10)
+    frame = np.full((C, H, H), 7, dtype=np.uint8)
+    obs = np.zeros((1, C * K, H, H), dtype=np.uint8)
+    nxt = np.concatenate([obs[0, C:], frame])[None]
+    buf.add(obs, nxt, np.zeros((1, 2)), np.zeros(1), np.array([False]), [{}])
+    assert buf.size() == 1
+    got = buf._get_samples(np.array([0]))
+    assert np.array_equal(got.observations[0].numpy(), obs[0])
+    assert np.array_equal(got.next_observations[0].numpy(), nxt[0])
+
+
+def test_reset_forgets_everything_and_refills_like_a_new_buffer() -> None:
+    items = list(episode_stream(np.random.default_rng(4), [6, 9]))
+    buf = make(8)
+    for item in items:
+        buf.add(*item)
+    buf.reset()
+    assert buf.size() == 0 and buf.pos == 0 and not buf.full
+    with pytest.raises(ValueError, match="empty"):
+        buf.sample(1)
+    fresh = make(8)
+    for item in items[:5]:
+        buf.add(*item)
+        fresh.add(*item)
+    idx = np.arange(5)
+    a, b = buf._get_samples(idx), fresh._get_samples(idx)
+    assert torch.equal(a.observations, b.observations) and torch.equal(a.next_observations, b.next_observations)
+    assert np.array_equal(a.observations[0].numpy(), items[0][0][0])
+
+
+def test_sb3_position_and_full_flag_follow_the_ring() -> None:
+    """SB3's ``pos`` is the ring slot of the next transition and ``full`` turns true once ``buffer_size``
+    transitions were added (not one later)."""
+    buf = make(5)
+    for n, item in enumerate(episode_stream(np.random.default_rng(5), [12]), start=1):
+        buf.add(*item)
+        assert buf.pos == n % 5 and buf.full == (n >= 5), n
+
+
+@pytest.mark.parametrize("capacity", [23, 40])
+def test_eviction_keeps_every_transition_whose_frames_survive(capacity: int) -> None:
+    """``oldest`` is tight: the transition just before it has lost a frame of its obs stack (or was overwritten),
+    and every kept one rebuilds exactly. Checked after every add, so the ring wraps at every phase."""
+    items = list(episode_stream(np.random.default_rng(6), [5, 1, 8, 3, 12, 2, 7, 30, 4]))
+    buf = make(capacity)
+    for n, item in enumerate(items, start=1):
+        buf.add(*item)
+        assert 0 <= buf.oldest < buf.transitions == n
+        kept = np.arange(buf.oldest, n)
+        got = buf._get_samples(kept % capacity)
+        for j, a in enumerate(kept):
+            assert np.array_equal(got.observations[j].numpy(), items[a][0][0])
+            assert np.array_equal(got.next_observations[j].numpy(), items[a][1][0])
+        before = buf.oldest - 1
+        if before >= max(0, n - capacity):  # still in the transition ring: must have lost a frame
+            stale = buf._get_samples(np.array([before % capacity]))
+            assert not np.array_equal(stale.observations[0].numpy(), items[before][0][0])
+
+
+def test_sample_draws_only_and_all_stored_transitions() -> None:
+    """``sample`` draws uniformly from ``[oldest, transitions)``: every draw is a kept transition (never an
+    evicted or overwritten one) and, over many draws, each kept one appears."""
+    items = list(episode_stream(np.random.default_rng(7), [5, 1, 8, 3, 12, 2, 7]))
+    buf = make(23)
+    for item in items:
+        buf.add(*item)
+    kept = {items[a][1][0].tobytes(): items[a][0][0] for a in range(buf.oldest, buf.transitions)}
+    np.random.seed(0)
+    batch = buf.sample(400)
+    seen = set()
+    for obs, nxt in zip(batch.observations.numpy(), batch.next_observations.numpy(), strict=True):
+        assert nxt.tobytes() in kept and np.array_equal(kept[nxt.tobytes()], obs)
+        seen.add(nxt.tobytes())
+    assert seen == set(kept)
