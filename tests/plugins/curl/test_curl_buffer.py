@@ -220,3 +220,18 @@ def test_sample_draws_only_and_all_stored_transitions() -> None:
         assert nxt.tobytes() in kept and np.array_equal(kept[nxt.tobytes()], obs)
         seen.add(nxt.tobytes())
     assert seen == set(kept)
+
+
+def test_state_dict_restores_sb3_position_and_refuses_a_mismatched_buffer() -> None:
+    src = make(20)
+    for item in episode_stream(np.random.default_rng(8), [9, 4, 30]):
+        src.add(*item)
+    dst = make(20)
+    dst.load_state_dict(src.state_dict())
+    assert (dst.pos, dst.full, dst.size()) == (src.pos, src.full, src.size()) and dst.full
+    with pytest.raises(ValueError, match="does not match"):
+        make(10).load_state_dict(src.state_dict())  # more frames than the ring holds
+    other = FrameStackReplayBuffer(20, spaces.Box(0, 255, (C * K, H + 1, H + 1), np.uint8),
+                                   spaces.Box(-1, 1, (2,), np.float32), device="cpu")
+    with pytest.raises(ValueError, match="does not match"):
+        other.load_state_dict(src.state_dict())  # other frame size, same count
