@@ -34,3 +34,33 @@ def test_random_crop_and_center_crop() -> None:
     assert center_crop(x, 6).equal(x[..., 2:8, 2:8])
     with pytest.raises(ValueError, match="larger"):
         random_crop(x, 11)
+
+
+def test_crop_offsets_cover_every_position_uniformly_and_independently() -> None:
+    """Corners are uniform on ``0 … size - crop`` inclusive (docs/curl.md: 17 × 17 positions for 84 of 100),
+    top and left drawn independently."""
+    top, left = crop_offsets(20000, 100, 84, "cpu", torch.Generator().manual_seed(2))
+    for t in (top, left):
+        counts = torch.bincount(t, minlength=17)
+        assert len(counts) == 17 and counts.min() > 20000 / 17 * 0.8 and counts.max() < 20000 / 17 * 1.2
+    assert not torch.equal(top, left)
+    assert abs(torch.corrcoef(torch.stack([top, left]).float())[0, 1].item()) < 0.05
+
+
+def test_random_crops_view_k_of_image_b_comes_from_image_b() -> None:
+    """``random_crops`` returns ``n`` views in image order: view ``k`` row ``b`` is a window of image ``b``."""
+    B, S, c = 5, 12, 7
+    x = torch.arange(B * S * S, dtype=torch.float32).reshape(B, 1, S, S).repeat(1, 2, 1, 1)
+    views = random_crops(x, c, 4, generator=torch.Generator().manual_seed(3))
+    for v in views:
+        for b in range(B):
+            corner = int(v[b, 0, 0, 0])
+            img, t, l = corner // (S * S), (corner % (S * S)) // S, corner % S
+            assert img == b and torch.equal(v[b], x[b, :, t:t + c, l:l + c])
+
+
+def test_center_crop_of_non_square_images_and_too_tall_crops() -> None:
+    x = torch.rand(2, 3, 9, 14)
+    assert center_crop(x, 5).equal(x[..., 2:7, 4:9])  # (9-5)//2 rows, (14-5)//2 columns
+    with pytest.raises(ValueError, match="larger"):
+        center_crop(x, 10)  # fits the width, not the height
