@@ -235,3 +235,14 @@ def test_state_dict_restores_sb3_position_and_refuses_a_mismatched_buffer() -> N
                                    spaces.Box(-1, 1, (2,), np.float32), device="cpu")
     with pytest.raises(ValueError, match="does not match"):
         other.load_state_dict(src.state_dict())  # other frame size, same count
+
+
+def test_sample_crops_refuses_an_empty_buffer_and_a_crop_taller_than_the_frames() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        make(10).sample_crops(4, 4, 1)
+    wide = FrameStackReplayBuffer(30, spaces.Box(0, 255, (C * K, H, H + 4), np.uint8),
+                                  spaces.Box(-1, 1, (2,), np.float32), device="cpu")
+    frames = np.zeros((C * K, H, H + 4), dtype=np.uint8)
+    wide.add(frames[None], frames[None], np.zeros((1, 2)), np.zeros(1), np.array([False]), [{}])
+    with pytest.raises(ValueError, match="larger"):
+        wide.sample_crops(4, H + 1, 1)  # fits the width, not the height
