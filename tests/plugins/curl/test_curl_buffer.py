@@ -246,3 +246,43 @@ def test_sample_crops_refuses_an_empty_buffer_and_a_crop_taller_than_the_frames(
     wide.add(frames[None], frames[None], np.zeros((1, 2)), np.zeros(1), np.array([False]), [{}])
     with pytest.raises(ValueError, match="larger"):
         wide.sample_crops(4, H + 1, 1)  # fits the width, not the height
+
+
+@pytest.mark.parametrize("pattern", [(0, 0, 1), (0, 1, 1), (0, 1, 0)])
+def test_a_first_stack_with_some_repeated_frames_is_kept_whole(pattern: tuple[int, int, int]) -> None:
+    """Only a stack whose frames are ALL equal is a reset stack; one such as ``[f0, f0, f1]`` (the second step
+    of an episode, e.g. the first transition stored after a resume) keeps each of its frames."""
+    rng = np.random.default_rng(9)
+    frames = [rng.integers(0, 256, (C, H, H), dtype=np.uint8) for _ in range(3)]
+    obs = np.concatenate([frames[p] for p in pattern])[None]
+    nxt = np.concatenate([obs[0, C:], frames[2]])[None]
+    buf = make(10)
+    buf.add(obs, nxt, np.zeros((1, 2)), np.zeros(1), np.array([False]), [{}])
+    got = buf._get_samples(np.array([0]))
+    assert np.array_equal(got.observations[0].numpy(), obs[0])
+    assert np.array_equal(got.next_observations[0].numpy(), nxt[0])
+
+
+@pytest.mark.parametrize("infos", [[{}], [], [{"TimeLimit.truncated": False}]])
+def test_a_done_without_a_truncation_flag_is_terminal(infos: list[dict]) -> None:
+    frame = np.ones((1, C * K, H, H), dtype=np.uint8)
+    buf = make(10)
+    buf.add(frame, frame, np.zeros((1, 2)), np.ones(1), np.array([True]), infos)
+    assert buf._get_samples(np.array([0])).dones[0, 0].item() == 1.0
+
+
+def test_no_device_mirror_on_cpu_even_with_memory_to_spare(monkeypatch: pytest.MonkeyPatch) -> None:
+    import contrastlab.plugins.curl.buffer as module
+
+    monkeypatch.setattr(module, "_free_device_bytes", lambda device: 1 << 40)
+    assert make(50).device_frames is None
+
+
+def test_state_dict_holds_only_what_was_written() -> None:
+    """Checkpoints stay small: only the transitions added and frames written so far, not the empty ring."""
+    buf = make(100)
+    for item in episode_stream(np.random.default_rng(10), [4, 3]):
+        buf.add(*item)
+    state = buf.state_dict()
+    assert len(state["frames"]) == buf.frames_written == 5 + 4
+    assert all(len(state[name]) == 7 for name in FrameStackReplayBuffer._ARRAYS)
