@@ -64,3 +64,13 @@ def test_center_crop_of_non_square_images_and_too_tall_crops() -> None:
     assert center_crop(x, 5).equal(x[..., 2:7, 4:9])  # (9-5)//2 rows, (14-5)//2 columns
     with pytest.raises(ValueError, match="larger"):
         center_crop(x, 10)  # fits the width, not the height
+
+
+def test_center_crop_of_one_non_square_stack_and_too_wide_crops() -> None:
+    """One ``[C, H, W]`` stack (no batch axis) is cropped on its last two axes; a crop wider than W is refused."""
+    x = torch.rand(3, 9, 14)
+    assert center_crop(x, 5).equal(x[:, 2:7, 4:9])
+    with pytest.raises(ValueError, match="larger"):
+        center_crop(x, 10)  # fits the width, not the height
+    with pytest.raises(ValueError, match="larger"):
+        center_crop(torch.rand(3, 14, 9), 10)  # fits the height, not the width
