@@ -229,6 +229,12 @@ def test_state_dict_restores_sb3_position_and_refuses_a_mismatched_buffer() -> N
     dst = make(20)
     dst.load_state_dict(src.state_dict())
     assert (dst.pos, dst.full, dst.size()) == (src.pos, src.full, src.size()) and dst.full
+    exact = make(10)
+    for item in list(episode_stream(np.random.default_rng(8), [10]))[:10]:
+        exact.add(*item)
+    again = make(10)
+    again.load_state_dict(exact.state_dict())
+    assert again.full and again.pos == 0  # exactly buffer_size transitions fill it
     with pytest.raises(ValueError, match="does not match"):
         make(10).load_state_dict(src.state_dict())  # more frames than the ring holds
     other = FrameStackReplayBuffer(20, spaces.Box(0, 255, (C * K, H + 1, H + 1), np.uint8),
@@ -244,8 +250,21 @@ def test_sample_crops_refuses_an_empty_buffer_and_a_crop_taller_than_the_frames(
                                   spaces.Box(-1, 1, (2,), np.float32), device="cpu")
     frames = np.zeros((C * K, H, H + 4), dtype=np.uint8)
     wide.add(frames[None], frames[None], np.zeros((1, 2)), np.zeros(1), np.array([False]), [{}])
-    with pytest.raises(ValueError, match="larger"):
+    with pytest.raises(ValueError, match=rf"crop {H + 1} is larger"):
         wide.sample_crops(4, H + 1, 1)  # fits the width, not the height
+
+
+def test_sample_crops_of_the_full_frame_size_are_the_stacks() -> None:
+    """``crop`` equal to the frame size is allowed and leaves nothing to choose: the crops are the stacks."""
+    buf = make(30)
+    for item in episode_stream(np.random.default_rng(11), [6, 5]):
+        buf.add(*item)
+    np.random.seed(4)
+    views, got = buf.sample_crops(8, H, 2)
+    np.random.seed(4)
+    full = buf.sample(8)
+    assert all(torch.equal(v, full.observations) for v in views)
+    assert torch.equal(got.next_observations, full.next_observations)
 
 
 @pytest.mark.parametrize("pattern", [(0, 0, 1), (0, 1, 1), (0, 1, 0)])
