@@ -305,3 +305,17 @@ def test_state_dict_holds_only_what_was_written() -> None:
     state = buf.state_dict()
     assert len(state["frames"]) == buf.frames_written == 5 + 4
     assert all(len(state[name]) == 7 for name in FrameStackReplayBuffer._ARRAYS)
+
+
+@pytest.mark.parametrize("views", [1, 2])
+def test_sample_crops_observations_are_the_first_view(views: int) -> None:
+    """``samples.observations`` (the critic's anchor) is obs crop 1, never the next_obs crop or another view."""
+    buf = make(30)
+    for item in episode_stream(np.random.default_rng(12), [6, 5]):
+        buf.add(*item)
+    np.random.seed(5)
+    crops, got = buf.sample_crops(8, 3, views, generator=torch.Generator().manual_seed(6))
+    assert got.observations is crops[0] or torch.equal(got.observations, crops[0])
+    assert not torch.equal(got.observations, got.next_observations)
+    if views > 1:
+        assert not torch.equal(crops[0], crops[1])
