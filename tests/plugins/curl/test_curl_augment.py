@@ -74,3 +74,25 @@ def test_center_crop_of_one_non_square_stack_and_too_wide_crops() -> None:
         center_crop(x, 10)  # fits the width, not the height
     with pytest.raises(ValueError, match="larger"):
         center_crop(torch.rand(3, 14, 9), 10)  # fits the height, not the width
+
+
+def test_random_crops_of_non_square_images_cover_every_position_of_both_axes() -> None:
+    """Frames 6 high and 10 wide, crop 4: tops in 0..2, lefts in 0..6 (both were drawn from the width, so a top
+    past the height failed or the last rows were never cropped)."""
+    images = torch.arange(2 * 6 * 10, dtype=torch.float32).reshape(2, 1, 6, 10)
+    gen = torch.Generator().manual_seed(0)
+    tops, lefts = set(), set()
+    for crop in [*random_crops(images, 4, 200, generator=gen), random_crop(images, 4, generator=gen)]:
+        for b in range(2):
+            top, left = divmod(int(crop[b, 0, 0, 0] - images[b, 0, 0, 0]), 10)
+            assert torch.equal(crop[b, 0], images[b, 0, top:top + 4, left:left + 4])
+            tops.add(top)
+            lefts.add(left)
+    assert tops == {0, 1, 2} and lefts == set(range(7))
+
+
+def test_square_images_draw_the_same_offsets_with_or_without_the_height() -> None:
+    """Passing the height of a square image must not change the random stream (seeded runs stay reproducible)."""
+    a = crop_offsets(5, 100, 84, "cpu", torch.Generator().manual_seed(3))
+    b = crop_offsets(5, 100, 84, "cpu", torch.Generator().manual_seed(3), height=100)
+    assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))

@@ -319,3 +319,24 @@ def test_sample_crops_observations_are_the_first_view(views: int) -> None:
     assert not torch.equal(got.observations, got.next_observations)
     if views > 1:
         assert not torch.equal(crops[0], crops[1])
+
+
+def test_sample_crops_of_non_square_frames_draw_the_top_from_the_height() -> None:
+    """Frames H high and H + 4 wide, crop H − 2: the top lies in 0..2 and the left in 0..6. Both were drawn from
+    the width, so about half the samples failed (a top past the height); the crop is its window of the stack."""
+    wide = FrameStackReplayBuffer(30, spaces.Box(0, 255, (C * K, H, H + 4), np.uint8),
+                                  spaces.Box(-1, 1, (2,), np.float32), device="cpu")
+    frames = np.arange(C * K * H * (H + 4)).reshape(C * K, H, H + 4).astype(np.uint8)
+    wide.add(frames[None], frames[None], np.zeros((1, 2)), np.zeros(1), np.array([False]), [{}])
+    stack = torch.from_numpy(frames)
+    next_stack = torch.cat([stack[C:], stack[-C:]])  # obs shifted by one frame; the new frame is next_obs's last
+    corners = set()
+    for seed in range(40):
+        views, got = wide.sample_crops(4, H - 2, 1, generator=torch.Generator().manual_seed(seed))
+        for crops, whole in ((views[0], stack), (got.next_observations, next_stack)):
+            for row in crops:
+                where = [(t, lf) for t in range(3) for lf in range(7)
+                         if torch.equal(row, whole[:, t:t + H - 2, lf:lf + H - 2])]
+                assert len(where) == 1
+                corners.add(where[0])
+    assert {t for t, _ in corners} == {0, 1, 2} and {lf for _, lf in corners} == set(range(7))

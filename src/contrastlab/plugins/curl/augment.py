@@ -13,10 +13,14 @@ from torch import Tensor
 
 
 def crop_offsets(batch: int, size: int, crop: int, device: torch.device | str,
-                 generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
-    """Uniform top-left corners ``(top, left)``, each ``[batch]`` long in ``[0, size - crop]``."""
-    span = size - crop + 1
-    offsets = torch.randint(0, span, (2, batch), device=device, generator=generator)
+                 generator: torch.Generator | None = None, height: int | None = None) -> tuple[Tensor, Tensor]:
+    """Uniform top-left corners ``(top, left)``, each ``[batch]`` long: ``left`` in ``[0, size - crop]`` (``size``
+    is the image width), ``top`` in ``[0, height - crop]`` (``height`` defaults to ``size``: square images, which
+    draw exactly as before the argument existed)."""
+    if height is not None and height != size:
+        top = torch.randint(0, height - crop + 1, (batch,), device=device, generator=generator)
+        return top, torch.randint(0, size - crop + 1, (batch,), device=device, generator=generator)
+    offsets = torch.randint(0, size - crop + 1, (2, batch), device=device, generator=generator)
     return offsets[0], offsets[1]
 
 
@@ -36,7 +40,7 @@ def crop_at(images: Tensor, top: Tensor, left: Tensor, crop: int, index: Tensor 
 def random_crop(images: Tensor, crop: int, generator: torch.Generator | None = None) -> Tensor:
     """One random ``crop``×``crop`` crop per image (same crop across the stacked frames): ``[B, C, crop, crop]``."""
     check_crop(images, crop)
-    top, left = crop_offsets(images.shape[0], images.shape[-1], crop, images.device, generator)
+    top, left = crop_offsets(images.shape[0], images.shape[-1], crop, images.device, generator, images.shape[-2])
     return crop_at(images, top, left, crop)
 
 
@@ -44,7 +48,7 @@ def random_crops(images: Tensor, crop: int, n: int, generator: torch.Generator |
     """``n`` independent random crops of every image, as a list of ``n`` tensors ``[B, C, crop, crop]``."""
     check_crop(images, crop)
     B = images.shape[0]
-    top, left = crop_offsets(B * n, images.shape[-1], crop, images.device, generator)
+    top, left = crop_offsets(B * n, images.shape[-1], crop, images.device, generator, images.shape[-2])
     index = torch.arange(B, device=images.device).repeat(n)  # [n·B]: crop k of image b sits at k·B + b
     return list(crop_at(images, top, left, crop, index).split(B))
 

@@ -225,11 +225,11 @@ class FrameStackReplayBuffer(BaseBuffer):
             raise ValueError("cannot sample from an empty replay buffer")
         inds = np.random.randint(self.oldest, self.transitions, size=batch_size) % self.buffer_size
         window = self._window_positions(self.next_frame[inds], self.episode_start[inds]) % self.frame_capacity
-        size = self.frames.shape[-1]
-        if crop > size or crop > self.frames.shape[-2]:
+        size, height = self.frames.shape[-1], self.frames.shape[-2]
+        if crop > size or crop > height:
             raise ValueError(f"crop {crop} is larger than the images {self.frames.shape[-2:]}")
-        top, left = (t.numpy() for t in crop_offsets(batch_size * views, size, crop, "cpu", generator))
-        next_top, next_left = (t.numpy() for t in crop_offsets(batch_size, size, crop, "cpu", generator))
+        top, left = (t.numpy() for t in crop_offsets(batch_size * views, size, crop, "cpu", generator, height))
+        next_top, next_left = (t.numpy() for t in crop_offsets(batch_size, size, crop, "cpu", generator, height))
         top = np.concatenate([top, next_top]).reshape(views + 1, batch_size, 1)
         left = np.concatenate([left, next_left]).reshape(views + 1, batch_size, 1)
         patches = sliding_window_view(self.frames, (crop, crop), axis=(2, 3))  # [N, C, H-c+1, W-c+1, c, c] view
