@@ -8,8 +8,13 @@ batch, on whatever device the batch lives on (the GPU when present), and no per-
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def crop_offsets(batch: int, size: int, crop: int, device: torch.device | str,
@@ -61,7 +66,7 @@ def center_crop(images: Tensor, crop: int) -> Tensor:
     return images[..., top:top + crop, left:left + crop]
 
 
-def check_crop(images: Tensor, crop: int) -> None:
-    """Raise ``ValueError`` when ``crop`` exceeds the image height or width."""
+def check_crop(images: Tensor | np.ndarray, crop: int) -> None:
+    """Raise ``ValueError`` when ``crop`` exceeds the image height or width (of a tensor or a numpy frame ring)."""
     if crop > images.shape[-1] or crop > images.shape[-2]:
         raise ValueError(f"crop {crop} is larger than the images {tuple(images.shape[-2:])}")

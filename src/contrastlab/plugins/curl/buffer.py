@@ -219,15 +219,14 @@ class FrameStackReplayBuffer(BaseBuffer):
         and returns the same tensors; only the ``crop``² pixels of each view are copied (one fancy index of a
         strided window view, as CURL's numpy crop does, but straight from the frame ring).
         """
-        from contrastlab.plugins.curl.augment import crop_offsets
+        from contrastlab.plugins.curl.augment import check_crop, crop_offsets
 
         if self.size() == 0:
             raise ValueError("cannot sample from an empty replay buffer")
         inds = np.random.randint(self.oldest, self.transitions, size=batch_size) % self.buffer_size
         window = self._window_positions(self.next_frame[inds], self.episode_start[inds]) % self.frame_capacity
-        size, height = self.frames.shape[-1], self.frames.shape[-2]
-        if crop > size or crop > height:
-            raise ValueError(f"crop {crop} is larger than the images {self.frames.shape[-2:]}")
+        check_crop(self.frames, crop)
+        height, size = self.frames.shape[-2:]
         top, left = (t.numpy() for t in crop_offsets(batch_size * views, size, crop, "cpu", generator, height))
         next_top, next_left = (t.numpy() for t in crop_offsets(batch_size, size, crop, "cpu", generator, height))
         top = np.concatenate([top, next_top]).reshape(views + 1, batch_size, 1)
