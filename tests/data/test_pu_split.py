@@ -14,6 +14,7 @@ from contrastlab.data.pu import (
     check_test_set,
     exact_prior,
     make_pu_split,
+    resolve_n_labeled,
 )
 
 
@@ -154,3 +155,65 @@ def test_a_test_set_needs_both_classes(labels: list[int], size: int | None, miss
     assert ("use a larger data.test_size" in str(info.value)) == (size is not None)
     assert ("data.positive_classes" in str(info.value)) == (size is None)
     check_test_set(torch.tensor([0, 2]), [2, 3], 2)  # one of each: fine
+
+
+@pytest.mark.parametrize(
+    ("counts", "match"),
+    [
+        ((10, 100, -1), "need 0 <= n_labeled"),  # n_L < 0
+        ((10, 100, 11), "need 0 <= n_labeled"),  # n_L > n₊
+        ((101, 100, 5), "need 0 <= n_labeled"),  # n₊ > n
+        ((5, 5, 5), "unlabeled pool is empty"),  # n_L = n
+    ],
+)
+def test_exact_prior_refuses_impossible_counts(counts: tuple[int, int, int], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        exact_prior(*counts)
+    assert exact_prior(10, 100, 10) == 0.0 and exact_prior(100, 100, 0) == 1.0  # the closed ends
+
+
+@pytest.mark.parametrize(("fraction", "n_labeled"), [(1.0, 100), (0.001, 1), (0.255, 26), (0.5, 50)])
+def test_a_labeled_fraction_rounds_to_at_least_one_positive(fraction: float, n_labeled: int) -> None:
+    """n_L = round(c · n₊), at least 1 and at most n₊; a fraction of 1 (every positive) is valid."""
+    assert resolve_n_labeled(100, None, fraction) == n_labeled
+    assert resolve_n_labeled(100, 100, None) == 100 and resolve_n_labeled(100, 1, None) == 1
+    for bad in (0.0, -0.1, 1.01):
+        with pytest.raises(ConfigError, match="labeled_fraction"):
+            resolve_n_labeled(100, None, bad)
+
+
+def test_binarize_refuses_positive_classes_absent_from_the_data() -> None:
+    with pytest.raises(ConfigError, match="match no example"):
+        binarize(torch.tensor([0, 1, 1]), [3], num_classes=4)
+    assert binarize(torch.tensor([0, 1, 3]), [3]).tolist() == [0, 0, 1]  # num_classes defaults to max + 1
+
+
+def test_the_observed_coding_is_one_and_minus_one() -> None:
+    """DESIGN.md's PU coding, which the samplers and the label-aware losses read: 1 labeled positive, −1 unlabeled."""
+    split = make_pu_split(_labels(), [0], n_labeled=5, seed=0)
+    assert (LABELED_POSITIVE, UNLABELED) == (1, -1)
+    assert sorted(split.observed.unique().tolist()) == [-1, 1] and int((split.observed == -1).sum()) == 995
+
+
+def test_the_default_positive_classes_are_those_docs_pu_md_lists() -> None:
+    """docs/pu.md §1's table (PU-CIFAR10 = vehicles 0, 1, 8, 9 as in puNCE; the Fashion-MNIST tops 0, 2, 4, 6;
+    synthetic class 0) is what a run without data.positive_classes uses."""
+    import re
+    from pathlib import Path
+
+    from contrastlab.data.pu import DEFAULT_POSITIVE_CLASSES
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "pu.md").read_text()
+    rows = re.findall(r"^\| `([a-z0-9_]+)`(?: \(default\))? \| ([0-9, ]+) \|", text, flags=re.MULTILINE)
+    assert {name: tuple(int(c) for c in ids.split(",")) for name, ids in rows} == DEFAULT_POSITIVE_CLASSES
+    assert DEFAULT_POSITIVE_CLASSES["cifar10"] == (0, 1, 8, 9)
+
+
+def test_the_class_count_defaults_to_the_largest_id_plus_one() -> None:
+    """Without ``num_classes`` the ids 0..max(labels) are the classes: an id past them is unknown, and positive
+    classes naming all of them leave no negative."""
+    with pytest.raises(ConfigError, match=r"unknown class id\(s\) \[3\]; valid ids: 0..2"):
+        binarize(torch.tensor([0, 1, 2]), [3])
+    with pytest.raises(ConfigError, match="cover every class"):
+        binarize(torch.tensor([0, 1, 1]), [0, 1])
+    assert binarize(torch.tensor([0, 1, 2]), [2]).tolist() == [0, 0, 1]  # a single positive example is fine
