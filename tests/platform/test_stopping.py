@@ -319,3 +319,49 @@ def test_a_signal_while_the_summary_is_written_lets_the_run_complete(signum: int
     assert "so the run finished instead" in out, out
     info = json.loads((tmp_path / "toy_clusters" / "dcl" / "r" / "run.json").read_text())
     assert info["status"] == "completed", info
+
+
+def test_a_second_signal_merge_s_or_more_later_stops_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As announced: "again, 2 s or more later, stops now" (earlier it is the same stop, delivered twice)."""
+    import contrastlab.platform.stopping as stopping
+
+    clock = WatcherClock()
+    monkeypatch.setattr(stopping, "time", clock)
+    with GracefulStop(merge_s=2.0) as stop:
+        deliver(signal.SIGTERM)
+        clock.now = 1.99
+        deliver(signal.SIGINT)
+        assert stop.requested
+        clock.now = 2.0
+        with pytest.raises(KeyboardInterrupt):
+            deliver(signal.SIGINT)
+
+
+def test_the_grace_period_lasts_grace_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The announced "at most grace_s": no checkpoint point reached grace_s after the signal stops the run."""
+    import contrastlab.platform.stopping as stopping
+
+    clock = WatcherClock()
+    monkeypatch.setattr(stopping, "time", clock)
+    with pytest.raises(KeyboardInterrupt), GracefulStop(grace_s=5.0) as stop:
+        deliver(signal.SIGTERM)
+        clock.now = 4.99
+        clock.wait_rounds(stop)
+        assert not stop.expired
+        clock.now = 5.0
+        clock.wait_rounds(stop)
+        assert stop.expired
+        time.sleep(60)  # interrupted by the watcher's SIGTERM (a generous bound for a busy machine)
+
+
+def test_a_later_signal_still_stops_once_the_watchers_late_signal_was_absorbed() -> None:
+    """The grace period ran out just as the stop's checkpoint began: the watcher's SIGTERM is ignored so the write
+    finishes, and after it a user's second signal stops at once again (it is not swallowed as well)."""
+    with GracefulStop(merge_s=0) as stop:
+        deliver(signal.SIGTERM)
+        stop.expired = True  # what the watcher sets just before it signals
+        stop.hold()  # ... as the checkpoint starts
+        deliver(signal.SIGTERM)  # the watcher's signal arrives: absorbed
+        assert not stop.expired
+        with pytest.raises(KeyboardInterrupt):
+            deliver(signal.SIGINT)

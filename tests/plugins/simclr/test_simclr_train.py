@@ -111,3 +111,129 @@ def test_optimizers_and_cosine_schedule():
     assert lr_factor(10, 100, 10, "cosine") == pytest.approx(1.0)
     assert lr_factor(100, 100, 10, "cosine") == pytest.approx(0.0, abs=1e-9)
     assert lr_factor(50, 100, 0, "constant") == 1.0
+
+
+def test_fed_inputs_follow_the_number_of_views():
+    from contrastlab.plugins.simclr.trainer import fed_inputs
+
+    assert fed_inputs(2) == {"two_views", "multi_views", "query_key", "queue"}
+    assert fed_inputs(3) == fed_inputs(5) == {"multi_views"}
+
+
+def test_a_false_positive_is_any_other_image_with_equal_probability():
+    """DebiasedPos's type-I error: a swapped view comes from a uniformly random *different* image."""
+    g = torch.Generator().manual_seed(0)
+    idx = torch.arange(4).repeat(3000)
+    src = view_indices(idx, 2, 1.0, 4, g)
+    offsets = torch.bincount((src[1] - src[0]) % 4, minlength=4).double() / len(idx)
+    assert offsets[0] == 0 and torch.allclose(offsets[1:], torch.full((3,), 1 / 3, dtype=torch.float64), atol=0.03)
+    pair = view_indices(torch.tensor([0, 1] * 50), 3, 1.0, 2, g)   # two images: the other one, always
+    assert torch.equal(pair[1:], 1 - pair[0].repeat(2, 1))
+
+
+def test_the_key_encoder_is_an_exponential_moving_average_of_the_online_one():
+    """MoCo: θ_k ← m θ_k + (1 − m) θ_q for parameters; buffers (BatchNorm statistics) are copied."""
+    config = tiny_config("infonce", "model.key_momentum=0.9", sampler="query_key")
+    torch.manual_seed(0)
+    trainer = Trainer(config, 3, torch.device("cpu"))
+    with torch.no_grad():
+        for p in trainer.key_model.parameters():
+            p.normal_()
+        for b in trainer.model.buffers():
+            b.add_(1)
+    keys = [p.clone() for p in trainer.key_model.parameters()]
+    queries = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.update_key_model()
+    for new, k, q in zip(trainer.key_model.parameters(), keys, queries, strict=True):
+        torch.testing.assert_close(new, 0.9 * k + 0.1 * q)
+    assert all(torch.equal(a, b) for a, b in zip(trainer.key_model.buffers(), trainer.model.buffers(), strict=True))
+
+
+def test_learning_rate_of_a_step_and_the_warm_up_length():
+    from contrastlab.plugins.simclr.optim import lr_factor
+
+    config = tiny_config("infonce", "train.lr=0.01", "train.schedule=cosine", "train.warmup_epochs=0.5")
+    torch.manual_seed(0)
+    trainer = Trainer(config, 3, torch.device("cpu"))
+    views, labels = _views()
+    loss = trainer.step(views, labels)                              # lr_scale defaults to 1: the configured lr
+    assert not loss.requires_grad and loss.dim() == 0
+    assert all(g["lr"] == pytest.approx(0.01) for g in trainer.optimizer.param_groups)
+    trainer.step(views, labels, lr_scale=0.25)
+    assert all(g["lr"] == pytest.approx(0.0025) for g in trainer.optimizer.param_groups)
+    for step in (0, 3, 5, 40):                                      # 0.5 epochs of 10 steps: 5 warm-up steps
+        assert trainer.lr_scale(step, 100, 10) == pytest.approx(lr_factor(step, 100, 5, "cosine"))
+
+
+def test_projections_are_float32_on_the_cpu_and_float64_for_a_float64_model():
+    """bf16 autocast is for CUDA only (model.bf16 is on by default): on the CPU ``embed`` is the head's output."""
+    config = tiny_config("infonce")
+    assert config.model.bf16
+    torch.manual_seed(0)
+    trainer = Trainer(config, 3, torch.device("cpu"))
+    views, _ = _views()
+    trainer.model.eval()
+    with torch.no_grad():
+        z = trainer.embed(views[0])
+        _, ref = trainer.model(views[0].contiguous())
+    assert z.dtype == torch.float32
+    torch.testing.assert_close(z, ref, rtol=1e-5, atol=1e-5)       # bf16 would be off by ~1e-2
+    trainer.model.double()
+    with torch.no_grad():
+        assert trainer.embed(views[0].double()).dtype == torch.float64
+
+
+@pytest.mark.parametrize("sampler", ["query_key", None])
+def test_a_checkpoint_restores_the_networks_and_the_key_encoder(sampler):
+    config = tiny_config("infonce", sampler=sampler)
+    torch.manual_seed(0)
+    trained = Trainer(config, 3, torch.device("cpu"))
+    views, labels = _views()
+    trained.step(views, labels)
+    state = trained.state_dict()
+    assert (state["key_model"] is None) is (sampler is None)
+    torch.manual_seed(1)
+    fresh = Trainer(config, 3, torch.device("cpu"))
+    fresh.load_state_dict(state)
+    for a, b in ((trained.model, fresh.model), (trained.key_model, fresh.key_model)):
+        if a is not None:
+            assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+    assert fresh.optimizer.state_dict()["state"].keys() == trained.optimizer.state_dict()["state"].keys()
+    if sampler is not None:                                         # a state without the key encoder keeps its own
+        fresh.load_state_dict({k: v for k, v in state.items() if k != "key_model"})
+        assert all(torch.equal(x, y) for x, y in zip(fresh.key_model.parameters(), trained.key_model.parameters(),
+                                                     strict=True))
+
+
+def test_swapped_views_come_from_the_whole_dataset():
+    """make_views draws a false positive among all images (not just the first few) and keeps the anchor's."""
+    images = torch.arange(50, dtype=torch.uint8).view(50, 1, 1, 1).expand(50, 1, 2, 2).contiguous()
+    out = make_views(images, torch.arange(10), lambda x, generator: x.float(), 2, 1.0,
+                     torch.Generator().manual_seed(0))
+    src = out[:, :, 0, 0, 0]                                        # the source image of every view [V, B]
+    assert out.shape == (2, 10, 1, 2, 2) and torch.equal(src[0], torch.arange(10).float())
+    assert (src[1] != src[0]).all() and src[1].max() >= 10
+
+
+def test_compile_and_the_memory_format_follow_the_config():
+    plain = Trainer(tiny_config("infonce", "model.channels_last=false"), 3, torch.device("cpu"))
+    assert plain.net is plain.model and plain.memory_format == torch.contiguous_format
+    fast = Trainer(tiny_config("infonce", "model.compile=true", "model.channels_last=true"), 3, torch.device("cpu"))
+    assert fast.net is not fast.model and fast.memory_format == torch.channels_last   # compiled lazily: no forward
+    conv = next(m for m in fast.model.modules() if isinstance(m, torch.nn.Conv2d))
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_compute_loss_keeps_labels_from_label_free_losses():
+    seen = []
+    torch.manual_seed(0)
+    trainer = Trainer(tiny_config("dcl"), 3, torch.device("cpu"))
+    inner = trainer.sampler.forward
+
+    def forward(*args, labels=None):
+        seen.append(labels)
+        return inner(*args, labels=labels)
+
+    trainer.sampler.forward = forward
+    views, labels = _views()
+    assert torch.isfinite(trainer.compute_loss(views, labels)) and seen == [None]
