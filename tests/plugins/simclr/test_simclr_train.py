@@ -237,3 +237,16 @@ def test_compute_loss_keeps_labels_from_label_free_losses():
     trainer.sampler.forward = forward
     views, labels = _views()
     assert torch.isfinite(trainer.compute_loss(views, labels)) and seen == [None]
+
+
+def test_sync_bn_under_ddp_on_the_cpu_is_a_config_error_before_any_step():
+    """SyncBatchNorm runs on CUDA only: asking for it in a CPU (gloo) DDP run is refused with one line naming the
+    setting, not torch's traceback from inside the DDP constructor; a single process ignores it (nothing to sync)."""
+    from contrastlab.platform.errors import ConfigError
+
+    config = tiny_config("infonce", "model.sync_bn=true")
+    with pytest.raises(ConfigError, match=r"model\.sync_bn=true needs CUDA") as caught:
+        Trainer(config, 3, torch.device("cpu"), distributed=True)
+    assert "\n" not in str(caught.value)
+    single = Trainer(config, 3, torch.device("cpu"))
+    assert not any(isinstance(m, torch.nn.SyncBatchNorm) for m in single.model.modules())

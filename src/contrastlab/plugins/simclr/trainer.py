@@ -22,13 +22,12 @@ from torch import Tensor, nn
 import contrastlab as cl
 from contrastlab.data.augment import SimCLRAugment
 from contrastlab.encoders.heads import ContrastiveModel, ProjectionHead, feature_dim
+from contrastlab.platform.errors import ConfigError
 from contrastlab.platform.sampler_contract import sampler_input
 from contrastlab.plugins.simclr import distributed as D
 from contrastlab.plugins.simclr.config import SimCLRConfig
 from contrastlab.plugins.simclr.optim import lr_factor, make_optimizer, set_lr
 from contrastlab.pretraining import MOMENTUM_INPUTS, contrastive_batch, contrastive_step
-
-"""Sampler inputs fed as online queries against keys of a momentum (EMA) key encoder."""
 
 
 def fed_inputs(views: int) -> frozenset[str]:
@@ -80,6 +79,9 @@ class Trainer:
         self.label_aware = bool(cl.loss_label_kinds(config.loss.name))
         model = build_model(config, in_channels)
         if distributed and config.model.sync_bn:
+            if device.type != "cuda":  # torch's DDP constructor would fail with a traceback
+                raise ConfigError("model.sync_bn=true needs CUDA devices: SyncBatchNorm does not run on the "
+                                  f"{device.type} (drop it, or run the processes on GPUs)")
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
         model = model.to(device)
         self.memory_format = torch.channels_last if config.model.channels_last else torch.contiguous_format
