@@ -194,3 +194,18 @@ def test_extract_features_autocast_is_for_cuda_only_and_no_images_give_no_rows()
     assert feats.dtype == torch.float32
     torch.testing.assert_close(feats, ref, rtol=1e-6, atol=1e-6)   # bf16 would be off by ~1e-2
     assert len(extract_features(net, imgs[:0])) == 0
+
+
+@pytest.mark.parametrize("readout", ["knn", "linear"])
+def test_a_bank_without_a_labelled_feature_is_refused(readout):
+    """With every bank label < 0 there is nothing to vote or fit: the kNN scores were all zero (every query read as
+    class 0) and the accuracy a meaningless number; both readouts refuse it instead."""
+    from contrastlab.evaluation.linear import linear_probe
+
+    xtr, _, xte, yte = _random_bank(n=20, queries=5, dim=4)
+    unlabelled = torch.full((20,), -1)
+    with pytest.raises(ValueError, match="no labelled"):
+        if readout == "knn":
+            knn_accuracy(xtr, unlabelled, xte, yte, 3)
+        else:
+            linear_probe(xtr, unlabelled, xte, yte, 3, epochs=1)

@@ -24,11 +24,14 @@ def knn_predict(
 ) -> Tensor:
     """Class scores ``[Q, num_classes]`` for ``test_feats`` ``[Q, d]`` against the bank ``train_feats`` ``[N, d]``.
 
-    ``train_labels`` ``[N]`` are class ids; entries ``< 0`` (unlabeled) are ignored. Each of the ``k`` nearest
-    neighbours votes ``e^{s/t}`` for its class (Wu et al. 2018), scaled per query by the nearest one's ``e^{-s_1/t}``
-    so that no temperature overflows float32; the scaling does not change any query's ranking of the classes.
+    ``train_labels`` ``[N]`` are class ids; entries ``< 0`` (unlabeled) are ignored, and a bank without any other
+    is a ``ValueError``. Each of the ``k`` nearest neighbours votes ``e^{s/t}`` for its class (Wu et al. 2018),
+    scaled per query by the nearest one's ``e^{-s_1/t}`` so that no temperature overflows float32; the scaling does
+    not change any query's ranking of the classes.
     """
     keep = train_labels >= 0
+    if not bool(keep.any()):
+        raise ValueError("the kNN bank has no labelled feature (every label < 0): nothing can vote")
     bank = F.normalize(train_feats[keep].float(), dim=1)                          # [N, d]
     bank_labels = train_labels[keep].long().to(bank.device)
     k = min(k, bank.shape[0])

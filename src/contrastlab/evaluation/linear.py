@@ -48,10 +48,13 @@ def linear_probe(
 ) -> LinearProbeResult:
     """Train ``Linear(d, num_classes)`` on ``train_feats`` ``[N, d]`` and report accuracies on ``test_feats``.
 
-    Samples with label ``< 0`` (unlabeled) are dropped from training. Deterministic for a given ``seed``.
+    Samples with label ``< 0`` (unlabeled) are dropped from training (none left: ``ValueError``). Deterministic
+    for a given ``seed``.
     """
     device = torch.device(device)
     keep = train_labels >= 0
+    if not bool(keep.any()):
+        raise ValueError("the linear probe has no labelled training feature (every label < 0)")
     xtr, ytr = train_feats[keep].float().to(device), train_labels[keep].long().to(device)
     xte, yte = test_feats.float().to(device), test_labels.long().to(device)
     if standardize:
