@@ -109,7 +109,8 @@ class ClassifierSection(Section):
     beta: float = Field(default=0.0, ge=0)
     """nnPU β: the ascent rule fires when the negative risk is below −β (Kiryo et al. default 0)."""
     gamma: float = Field(default=1.0, gt=0, le=1)
-    """nnPU γ: weight of the gradient-ascent step (Kiryo et al. default 1)."""
+    """nnPU γ: weight of the gradient-ascent step (Kiryo et al. default 1). It scales the ascent gradient, as the
+    authors' code does; under Adam that shrinks the step only relative to Adam's running moments, not by γ."""
     steps: int = Field(default=1000, ge=1)
     """Optimizer steps of the probe (method ``pretrain_probe``)."""
     end_to_end_steps: int | None = Field(default=None, ge=1)
