@@ -87,12 +87,18 @@ def test_one_update_equals_a_hand_written_curl_update() -> None:
     trunk = enc.net.conv(obs.float() / 255).detach()  # after the critic step
     pi, log_prob = sample_action(actor, trunk)
     actor_loss = (alpha * log_prob[:, None] - min_q(critic, enc.net.head(trunk).detach(), pi)).mean()
+    # Adam's step is blind to a loss's scale (a sum instead of a mean moves the weights alike): the logged
+    # statistics pin the values themselves
+    assert math.isclose(float(stats["actor_loss"]), float(actor_loss.detach()), rel_tol=1e-5)
+    assert math.isclose(float(stats["entropy"]), float(-log_prob.detach().mean()), rel_tol=1e-5)
+    assert math.isclose(float(stats["ent_coef"]), float(alpha), rel_tol=1e-6)
     opt = torch.optim.Adam(actor.parameters(), lr=lr)
     opt.zero_grad()
     actor_loss.backward()
     opt.step()
     log_alpha.requires_grad_()
     alpha_loss = (log_alpha.exp() * (-log_prob.detach() + agent.action_space.shape[0])).mean()  # H̄ = −|A|
+    assert math.isclose(float(stats["entropy_loss"]), float(alpha_loss.detach()), rel_tol=1e-5)
     opt = torch.optim.Adam([log_alpha], lr=1e-4, betas=(0.5, 0.999))
     opt.zero_grad()
     alpha_loss.backward()
