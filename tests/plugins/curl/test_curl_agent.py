@@ -76,6 +76,13 @@ def test_actor_gradients_do_not_reach_the_conv(agent) -> None:
     (actions.sum() + log_prob.sum()).backward()
     assert all(p.grad is None for p in conv_params(agent))
     assert any(p.grad is not None for p in agent.actor.features_extractor.head.parameters())
+    for p in agent.policy.parameters():
+        p.grad = None
+    live_trunk = agent.policy.encoder.trunk(obs)  # with its graph: the actor's head detaches it itself
+    assert live_trunk.requires_grad
+    actions, log_prob = agent.policy.actor_from_trunk(live_trunk)
+    (actions.sum() + log_prob.sum()).backward()
+    assert all(p.grad is None for p in conv_params(agent))
     # the actor is tied to the critic's trunk (same tensors), not a copy
     assert agent.actor.features_extractor.critic_features is agent.policy.encoder
 
