@@ -439,10 +439,14 @@ def test_speed_flags_set_layout_autocast_and_compile_on_both_encoders(monkeypatc
     compiled: list[object] = []
 
     def fake_compile(fn, dynamic=None):
+        assert dynamic is False  # one graph per input shape (the update's shapes never change)
         compiled.append(fn)
         return fn
 
     monkeypatch.setattr(torch, "compile", fake_compile)
+    speed_flags(agent.policy)  # the defaults: every option off
+    assert compiled == [] and all(not f.channels_last and f.autocast_dtype is None for f in encoders)
+    assert all(f.net.conv[0].weight.is_contiguous() for f in encoders)
     speed_flags(agent.policy, channels_last=True, bf16=True, compile=True)
     speed_flags(agent.policy, channels_last=True, bf16=True, compile=True)  # compiled once, not wrapped again
     assert len(compiled) == 2
