@@ -31,6 +31,9 @@ def test_shapes_and_layernorm() -> None:
 
 def test_detach_conv_stops_gradients_at_trunk() -> None:
     enc = PixelConvEncoder(num_layers=2, num_filters=4, latent_dim=8, in_channels=3, image_size=16)
+    enc(torch.rand(2, 3, 16, 16)).sum().backward()  # by default the whole encoder trains
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in enc.conv.parameters())
+    enc.zero_grad(set_to_none=True)
     enc(torch.rand(2, 3, 16, 16), detach_conv=True).sum().backward()
     assert all(p.grad is None for p in enc.conv.parameters())
     assert all(p.grad is not None for p in enc.head.parameters())
@@ -49,6 +52,12 @@ def test_bad_hyperparameters_and_sizes() -> None:
         cl.make_encoder("pixel_conv", num_layers=0)
     with pytest.raises(ValueError, match="too small"):
         PixelConvEncoder(num_layers=4, image_size=8)
+    # the smallest images that fit: a 1×1 trunk output ((7-3)//2+1 = 3, then 3-2 = 1; 6 px would leave 0)
+    assert conv_output_size(7, 2) == 1 and conv_output_size(6, 2) == 0
+    enc = PixelConvEncoder(num_layers=2, num_filters=4, latent_dim=8, in_channels=3, image_size=7)
+    assert enc(torch.rand(2, 3, 7, 7)).shape == (2, 8) and enc.head[0].in_features == 4
+    with pytest.raises(ValueError, match="too small"):
+        PixelConvEncoder(num_layers=2, num_filters=4, latent_dim=8, in_channels=3, image_size=6)
 
 
 @pytest.mark.parametrize("channels_last", [False, True])
