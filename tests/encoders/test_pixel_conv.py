@@ -31,6 +31,11 @@ def test_shapes_and_layernorm() -> None:
 
 def test_detach_conv_stops_gradients_at_trunk() -> None:
     enc = PixelConvEncoder(num_layers=2, num_filters=4, latent_dim=8, in_channels=3, image_size=16)
+    torch.manual_seed(0)
+    # by default the whole encoder trains (a weighted sum: a LayerNorm output's plain sum is constant)
+    (enc(torch.rand(2, 3, 16, 16)) * torch.randn(2, 8)).sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in enc.conv.parameters())
+    enc.zero_grad(set_to_none=True)
     enc(torch.rand(2, 3, 16, 16), detach_conv=True).sum().backward()
     assert all(p.grad is None for p in enc.conv.parameters())
     assert all(p.grad is not None for p in enc.head.parameters())
@@ -49,6 +54,12 @@ def test_bad_hyperparameters_and_sizes() -> None:
         cl.make_encoder("pixel_conv", num_layers=0)
     with pytest.raises(ValueError, match="too small"):
         PixelConvEncoder(num_layers=4, image_size=8)
+    # the smallest images that fit: a 1×1 trunk output ((7-3)//2+1 = 3, then 3-2 = 1; 6 px would leave 0)
+    assert conv_output_size(7, 2) == 1 and conv_output_size(6, 2) == 0
+    enc = PixelConvEncoder(num_layers=2, num_filters=4, latent_dim=8, in_channels=3, image_size=7)
+    assert enc(torch.rand(2, 3, 7, 7)).shape == (2, 8) and enc.head[0].in_features == 4
+    with pytest.raises(ValueError, match="too small"):
+        PixelConvEncoder(num_layers=2, num_filters=4, latent_dim=8, in_channels=3, image_size=6)
 
 
 @pytest.mark.parametrize("channels_last", [False, True])
@@ -87,3 +98,34 @@ def test_out_of_range_or_non_integer_sizes_are_refused(key, value) -> None:
     when the encoder was built; ``2.5`` layers was taken as 2)."""
     with pytest.raises(cl.ConfigError, match=key):
         cl.make_encoder("pixel_conv", **{key: value})
+
+
+def test_constructor_defaults_are_curls_encoder() -> None:
+    """``PixelConvEncoder()`` built directly is CURL's: 9 input channels (3 RGB frames), 84 px, 4 × 32, latent 50."""
+    enc = PixelConvEncoder()
+    convs = [m for m in enc.conv if isinstance(m, torch.nn.Conv2d)]
+    assert (enc.in_channels, enc.image_size, enc.latent_dim) == (9, 84, 50)
+    assert len(convs) == 4 and convs[0].in_channels == 9 and all(c.out_channels == 32 for c in convs)
+    assert enc.head[0].in_features == 32 * 35 * 35 and enc.head[0].out_features == 50
+
+
+def test_curl_init_zero_biases_orthogonal_weights_and_relu_gain_on_the_conv_centre() -> None:
+    """SAC-AE/CURL ``weight_init``: Linear weights orthogonal, conv weights zero but for an orthogonal centre tap
+    with ReLU gain √2, every bias zero."""
+    torch.manual_seed(0)
+    enc = PixelConvEncoder(num_layers=2, num_filters=8, latent_dim=8, in_channels=3, image_size=16)
+    for module in enc.modules():
+        if isinstance(module, (torch.nn.Conv2d, torch.nn.Linear)):
+            assert torch.count_nonzero(module.bias) == 0
+    linear = enc.head[0].weight  # [8, 8·5·5]: orthonormal rows
+    assert torch.allclose(linear @ linear.T, torch.eye(8), atol=1e-5)
+    for conv in (enc.conv[0], enc.conv[2]):  # centres [8, 3] and [8, 8]
+        centre = conv.weight[:, :, 1, 1]
+        gram = centre.T @ centre if centre.shape[0] >= centre.shape[1] else centre @ centre.T
+        assert torch.allclose(gram, 2.0 * torch.eye(min(centre.shape)), atol=1e-5)
+
+
+def test_the_smallest_sizes_are_accepted() -> None:
+    """The registry's lower bounds are 1 (one conv layer, one filter, a 1-d feature), not 2."""
+    enc = cl.make_encoder("pixel_conv", num_layers=1, num_filters=1, latent_dim=1, in_channels=3, image_size=16)
+    assert enc(torch.rand(2, 3, 16, 16)).shape == (2, 1)

@@ -399,3 +399,64 @@ def test_an_update_from_a_state_saved_with_the_other_conv_layout_is_the_same() -
         results.append(run_updates(plain, state, n=1)[0])
     for key, value in results[0].items():
         assert torch.equal(value, results[1][key]), key
+
+
+class _FakeLibc:
+    """Records ``mallopt(param, value)`` calls; returns ``result`` (glibc: 1 on success, 0 on error)."""
+
+    def __init__(self, result: int = 1) -> None:
+        self.calls: list[tuple[int, int]] = []
+        self.result = result
+
+    def mallopt(self, param: int, value: int) -> int:
+        self.calls.append((param, value))
+        return self.result
+
+
+def test_tune_malloc_sets_glibcs_mmap_max_to_0_and_the_trim_threshold_to_1_gib(monkeypatch) -> None:
+    """glibc ``malloc.h``: ``M_TRIM_THRESHOLD = -1``, ``M_MMAP_MAX = -4``; applied once per process."""
+    from contrastlab.plugins.curl import fast
+
+    libc = _FakeLibc()
+    monkeypatch.setattr(fast, "_applied", None)
+    monkeypatch.setattr(fast, "glibc", lambda: libc)
+    assert fast.tune_malloc() is True and fast.tune_malloc() is True
+    assert libc.calls == [(-4, 0), (-1, 2**30)]  # once: the second call finds it applied
+    failing = _FakeLibc(result=0)
+    monkeypatch.setattr(fast, "_applied", None)
+    monkeypatch.setattr(fast, "glibc", lambda: failing)
+    assert fast.tune_malloc() is False and failing.calls == [(-4, 0)]  # a refused setting is not reported applied
+    monkeypatch.setattr(fast, "_applied", None)
+    monkeypatch.setattr(fast, "glibc", lambda: None)  # another C library: nothing to do
+    assert fast.tune_malloc() is False
+
+
+def test_speed_flags_set_layout_autocast_and_compile_on_both_encoders(monkeypatch) -> None:
+    from contrastlab.plugins.curl.fast import speed_flags
+
+    agent = tiny_agent(extra=("agent.channels_last=false",))
+    encoders = (agent.policy.encoder, agent.policy.key_encoder)
+    compiled: list[object] = []
+
+    def fake_compile(fn, dynamic=None):
+        assert dynamic is False  # one graph per input shape (the update's shapes never change)
+        compiled.append(fn)
+        return fn
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    speed_flags(agent.policy)  # the defaults: every option off
+    assert compiled == [] and all(not f.channels_last and f.autocast_dtype is None for f in encoders)
+    assert all(f.net.conv[0].weight.is_contiguous() for f in encoders)
+    speed_flags(agent.policy, channels_last=True, bf16=True, compile=True)
+    speed_flags(agent.policy, channels_last=True, bf16=True, compile=True)  # compiled once, not wrapped again
+    assert len(compiled) == 2
+    for features in encoders:
+        assert features.channels_last and features.autocast_dtype == torch.bfloat16
+        assert "forward_conv" in features.net.__dict__
+        weight = features.net.conv[0].weight
+        assert weight.is_contiguous(memory_format=torch.channels_last) and not weight.is_contiguous()
+        out = features.trunk(torch.randint(0, 256, (2, 9, 28, 28), dtype=torch.uint8))
+        assert out.dtype == torch.float32
+    speed_flags(agent.policy)  # all off
+    for features in encoders:
+        assert not features.channels_last and features.autocast_dtype is None
