@@ -193,7 +193,7 @@ def test_constructor_defaults_are_the_configs_curl_values() -> None:
     section = AgentSection()
     same = ["crop", "hidden_dim", "alpha_lr", "alpha_beta", "init_temperature", "critic_tau", "encoder_tau",
             "actor_update_freq", "target_update_freq", "num_positives", "alpha_loss", "log_std_squash",
-            "contrastive_encoder_steps", "actor_features", "fast_sample", "bf16", "compile"]
+            "contrastive_encoder_steps", "actor_features", "fast_sample", "channels_last", "bf16", "compile"]
     assert {n: defaults[n] for n in same} == {n: getattr(section, n) for n in same}
     lr = section.learning_rate("cartpole")
     assert (defaults["actor_lr"], defaults["critic_lr"], defaults["encoder_lr"]) == (lr, lr, lr) == (1e-3,) * 3

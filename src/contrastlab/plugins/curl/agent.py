@@ -100,7 +100,7 @@ class CurlSAC(SAC):
         contrastive_encoder_steps: int = 1,
         log_std_squash: LogStdSquash = "tanh",
         fast_sample: bool = True,
-        channels_last: bool = False,
+        channels_last: bool = True,
         bf16: bool = False,
         compile: bool = False,
         **sac_kwargs: Any,
