@@ -205,3 +205,23 @@ def test_spec_defaults_and_ratio_bounds() -> None:
         GraphAugmentSpec(methods=())
     with pytest.raises(ConfigError, match="unknown graph augmentation 'walk'"):
         GraphAugmentSpec(methods=("drop_nodes", "walk"))
+
+
+def complete(n: int) -> tuple[int, list[tuple[int, int]]]:
+    return n, [(a, c) for a in range(n) for c in range(a + 1, n)]
+
+
+def test_subgraph_grows_one_neighbour_per_round_up_to_32_kept_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/graph.md: one node per round for up to 32 kept nodes, ⌈kept/32⌉ per round above (one draw per round)."""
+    real_rand, calls = torch.rand, []
+
+    def counting_rand(*args, **kwargs):
+        calls.append(1)
+        return real_rand(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "rand", counting_rand)
+    # a complete graph always has every outside node on the frontier, so the rounds are ⌈(kept − 1)/per_round⌉
+    for n, r, kept, rounds in ((40, 0.2, 32, 31), (66, 0.5, 33, 16), (70, 0.09, 64, 32), (70, 0.5, 35, 17)):
+        calls.clear()
+        out = subgraph(batch_of([complete(n)]), torch.tensor([r]), torch.Generator().manual_seed(0))
+        assert out.num_nodes == kept and len(calls) == 1 + rounds         # one draw for the seed, one per round
