@@ -83,6 +83,15 @@ def test_drop_nodes_keeps_n_minus_floor_nr_nodes_and_exactly_their_edges() -> No
         check_induced(b, out)
 
 
+def test_a_ratio_of_one_still_keeps_one_node_per_graph() -> None:
+    """drop_nodes "never all of them", subgraph "never fewer than one" (their docstrings), even at ratio 1."""
+    b = batch_of([cycle(4), (1, []), path(3)])
+    for fn in (drop_nodes, subgraph):
+        out = fn(b, torch.ones(3), torch.Generator().manual_seed(0))
+        assert out.node_counts().tolist() == [1, 1, 1] and out.edge_index.shape[1] == 0
+        check_induced(b, out)
+
+
 def test_drop_nodes_draws_every_node_and_about_the_ratio() -> None:
     b = batch_of([cycle(10)] * 40)
     g = torch.Generator().manual_seed(1)
