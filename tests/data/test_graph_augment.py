@@ -234,3 +234,44 @@ def test_subgraph_grows_one_neighbour_per_round_up_to_32_kept_nodes(monkeypatch:
         calls.clear()
         out = subgraph(batch_of([complete(n)]), torch.tensor([r]), torch.Generator().manual_seed(0))
         assert out.num_nodes == kept and len(calls) == 1 + rounds         # one draw for the seed, one per round
+
+
+def test_perturb_edges_at_ratio_zero_changes_nothing_even_a_self_loop() -> None:
+    b = batch_of([(3, [(0, 1), (1, 2), (2, 2)]), cycle(4)])               # a self-loop counts as an edge
+    out = perturb_edges(b, torch.zeros(2), torch.Generator().manual_seed(0))
+    assert edge_set(out) == edge_set(b) and (2, 2) in edge_set(out)
+
+
+def components(b: GraphBatch) -> list[int]:
+    """Component label (smallest member) of every node of ``b`` (union–find on its edges)."""
+    parent = list(range(b.num_nodes))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for a, c in b.edge_index.T.tolist():
+        parent[max(find(a), find(c))] = min(find(a), find(c))
+    return [find(i) for i in range(b.num_nodes)]
+
+
+def test_subgraph_jumps_one_node_and_grows_from_it_when_a_component_is_used_up() -> None:
+    """Growth adds frontier nodes only, and a jump (empty frontier) adds one node: so every component of the graph
+    is kept connected, and at most one component is kept in part (here 2 nodes per round: 49 of 70 kept)."""
+    graph = (70, [(3 * t + a, 3 * t + c) for t in range(10) for a, c in ((0, 1), (1, 2), (0, 2))]
+             + [(i, i + 1) for i in range(30, 69)])                      # 10 triangles and a path of 40 nodes
+    b = batch_of([graph] * 10)
+    comp = components(b)
+    g = torch.Generator().manual_seed(8)
+    for _ in range(5):
+        out = subgraph(b, torch.full((10,), 0.3), g)
+        ids = kept_ids(out)
+        assert out.node_counts().tolist() == [49] * 10
+        out_comp = components(out)
+        for k in range(10):
+            nodes = [i for i, node in enumerate(ids) if 70 * k <= node < 70 * (k + 1)]
+            touched = {comp[ids[i]] for i in nodes}
+            assert len({out_comp[i] for i in nodes}) == len(touched)   # each component's part connected
+            partial = [c for c in touched if sum(1 for i in nodes if comp[ids[i]] == c) < comp.count(c)]
+            assert len(partial) <= 1
