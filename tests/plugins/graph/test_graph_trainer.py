@@ -60,6 +60,12 @@ def test_projection_heads_default_to_the_embedding_size_and_the_node_head_exists
     assert sized.head.net[0].out_features == 5 and sized.head.out_dim == 3
     assert sized.local_head is not None and sized.local_head.net[0].out_features == 5
     assert sized.local_head.out_dim == 3
+    h = torch.randn(5, 12)
+    for head in (sized.head, sized.local_head):                           # Linear → ReLU → Linear, no batch norm
+        head.train()
+        lin1, lin2 = head.net[0], head.net[-1]
+        torch.testing.assert_close(head(h), lin2(torch.relu(lin1(h))))
+        torch.testing.assert_close(head(h[:1]), head(h)[:1])              # a graph's z ignores the rest of the batch
 
 
 def test_compute_loss_is_the_loss_of_the_documented_batch_in_both_modes() -> None:
