@@ -275,3 +275,17 @@ def test_subgraph_jumps_one_node_and_grows_from_it_when_a_component_is_used_up()
             assert len({out_comp[i] for i in nodes}) == len(touched)   # each component's part connected
             partial = [c for c in touched if sum(1 for i in nodes if comp[ids[i]] == c) < comp.count(c)]
             assert len(partial) <= 1
+
+
+def test_perturb_edges_adds_every_pair_of_distinct_nodes_equally_often() -> None:
+    """Added pairs are uniform over the n(n−1)/2 pairs: pairs of neighbouring local ids are not favoured or
+    neglected (a matching 0–3, 1–4, 2–5 leaves the pairs at id distance 1 and 2 free to be added)."""
+    b = batch_of([(6, [(0, 3), (1, 4), (2, 5)])] * 200)
+    g = torch.Generator().manual_seed(9)
+    by_distance = {1: 0, 2: 0}
+    for _ in range(20):
+        for a, c in edge_set(perturb_edges(b, torch.full((200,), 0.9), g)):
+            d = min((c - a) % 6, (a - c) % 6)                             # cyclic distance of local ids
+            if a < c and d in by_distance:
+                by_distance[d] += 1
+    assert 0.85 < by_distance[1] / by_distance[2] < 1.15                   # six pairs each, equally likely
