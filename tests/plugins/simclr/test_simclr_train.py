@@ -49,22 +49,23 @@ def test_multi_view_positive_corrections(loss):
     assert torch.isfinite(torch.tensor(value)) and changed
 
 
+def _spy_on_sampler_labels(trainer, seen):
+    """Record in ``seen`` the ``labels`` each call of ``trainer``'s sampler receives."""
+    inner = trainer.sampler.forward
+
+    def forward(*args, labels=None):
+        seen.append(labels)
+        return inner(*args, labels=labels)
+    trainer.sampler.forward = forward
+
+
 def test_label_leak_guard():
     seen = []
-
-    def spy(trainer):
-        inner = trainer.sampler.forward
-
-        def forward(*args, labels=None):
-            seen.append(labels)
-            return inner(*args, labels=labels)
-        trainer.sampler.forward = forward
-
     views, labels = _views()
     for loss, extra, expect in (("dcl", ("data.labels=class",), False), ("unbiased", ("data.labels=class",), True)):
         torch.manual_seed(0)
         trainer = Trainer(tiny_config(loss, *extra), 3, torch.device("cpu"))
-        spy(trainer)
+        _spy_on_sampler_labels(trainer, seen)
         trainer.step(views, labels)
         assert trainer.label_aware is expect
         assert (seen[-1] is not None) is expect
@@ -228,13 +229,7 @@ def test_compute_loss_keeps_labels_from_label_free_losses():
     seen = []
     torch.manual_seed(0)
     trainer = Trainer(tiny_config("dcl"), 3, torch.device("cpu"))
-    inner = trainer.sampler.forward
-
-    def forward(*args, labels=None):
-        seen.append(labels)
-        return inner(*args, labels=labels)
-
-    trainer.sampler.forward = forward
+    _spy_on_sampler_labels(trainer, seen)
     views, labels = _views()
     assert torch.isfinite(trainer.compute_loss(views, labels)) and seen == [None]
 
