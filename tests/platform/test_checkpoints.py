@@ -311,3 +311,78 @@ def test_an_interrupted_text_write_leaves_no_temporary_file(tmp_path, monkeypatc
     with pytest.raises(KeyboardInterrupt):
         rundir.write_text_atomic(tmp_path / "run.json", "{}")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_failed_save_with_a_side_file_keeps_exactly_the_previous_checkpoint(
+    toy_pm: PluginManager, tmp_path: Path, monkeypatch
+) -> None:
+    """The side file is written first; when the checkpoint itself then fails, the new side file goes (no orphan as
+    large as a replay buffer) and the previous checkpoint keeps its own, also when the failed save was of its step."""
+    run = toy_run(tmp_path)
+    run.save_checkpoint({"net": torch.ones(2), "buffer": torch.arange(10)}, 10, latest_only=["buffer"])
+    real_save, files = torch.save, ["step_000000000010.latest.pt", "step_000000000010.pt"]
+
+    def main_file_fails(obj, f, *args, **kwargs):
+        return no_space(obj, f) if "net" in obj else real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", main_file_fails)
+    for step in (20, 10):
+        with pytest.raises(StorageError, match="step 10"):
+            run.save_checkpoint({"net": torch.zeros(2), "buffer": torch.arange(step)}, step, latest_only=["buffer"])
+        assert sorted(p.name for p in run.rundir.checkpoints.iterdir()) == files
+        state = checkpoints.CheckpointStore(run.rundir).load()
+        assert state is not None and torch.equal(state["net"], torch.ones(2)) and "buffer" in state
+
+
+@pytest.mark.parametrize(("error", "shown"), [
+    (OSError("the network share went away"), "the network share went away"),
+    (OSError(errno.ENOSPC, "No space left on device"), "No space left on device"),
+])
+def test_a_failed_write_says_why_in_plain_words(tmp_path: Path, monkeypatch, error: OSError, shown: str) -> None:
+    """The reason is the OS's message (without ``[Errno N]``), or the error's text when it has no error number."""
+
+    def fails(obj, f, *args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(checkpoints.torch, "save", fails)
+    with pytest.raises(StorageError) as info:
+        checkpoints.atomic_torch_save({"w": torch.zeros(3)}, tmp_path / "step_1.pt")
+    message = str(info.value)
+    assert message == f"cannot write {tmp_path / 'step_1.pt'}: {shown}", message
+    assert "None" not in message and "[Errno" not in message, message
+
+
+def test_a_file_that_fails_to_close_is_not_put_in_place(tmp_path: Path, monkeypatch) -> None:
+    """Some file systems (NFS, a full quota) report a failed write only when the file is closed: that checkpoint may
+    be incomplete, so it must not replace the previous one."""
+    target = tmp_path / "step_1.pt"
+    checkpoints.atomic_torch_save({"w": torch.ones(3)}, target)
+    good, real_open = target.read_bytes(), open
+
+    class FailsOnClose:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def close(self):
+            self.fh.close()
+            raise OSError(errno.EIO, "Input/output error")
+
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+
+    monkeypatch.setattr(checkpoints, "open", lambda path, mode="r": FailsOnClose(real_open(path, mode)), raising=False)
+    with pytest.raises(StorageError, match="Input/output error"):
+        checkpoints.atomic_torch_save({"w": torch.zeros(3)}, target)
+    assert target.read_bytes() == good and sorted(p.name for p in tmp_path.iterdir()) == ["step_1.pt"]
+
+
+def test_peek_returns_only_the_entries_the_newest_checkpoint_has(toy_pm: PluginManager, tmp_path: Path) -> None:
+    """``peek`` reads the entries asked for that the newest checkpoint holds; one it lacks is left out (a checkpoint
+    of an older version without a recorded log position), and without checkpoints the answer is empty."""
+    run = toy_run(tmp_path)
+    store = checkpoints.CheckpointStore(run.rundir)
+    assert store.peek("w") == {}
+    store.save({"w": torch.ones(3), "position": 7}, 10)
+    store.save({"w": torch.full((3,), 2.0)}, 20)
+    seen = store.peek("w", "position")
+    assert set(seen) == {"w"} and torch.equal(seen["w"], torch.full((3,), 2.0))

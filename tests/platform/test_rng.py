@@ -95,3 +95,54 @@ def test_a_process_that_sees_no_cuda_device_saves_no_device_number(monkeypatch) 
     state = rng_state()
     assert state["cuda"] == [] and "cuda_device" not in state
     set_rng_state(state)
+
+
+def test_seeds_give_their_own_reproducible_numpy_draws_even_beyond_numpys_range() -> None:
+    """Every seed seeds numpy too: different seeds draw differently (0, 1 and 64 are not folded together), the same
+    seed draws the same, and a seed numpy's own ``seed`` refuses (>= 2**32) still works."""
+    numpy_draws = {}
+    for seed in (0, 1, 64, 2**32 + 1, 2**40):
+        seed_everything(seed)
+        first = draws()
+        seed_everything(seed)
+        assert draws() == first
+        numpy_draws[seed] = first[1]
+    assert len({numpy_draws[0], numpy_draws[1], numpy_draws[64]}) == 3
+
+
+def test_a_gpu_checkpoint_resumed_where_there_is_no_cuda_restores_the_cpu_generators(monkeypatch) -> None:
+    """Saved on a GPU machine, resumed on a CPU-only one: the CUDA states are skipped, no CUDA call is made."""
+
+    def no_cuda(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Torch not compiled with CUDA enabled")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for name in ("device_count", "current_device", "set_rng_state"):
+        monkeypatch.setattr(torch.cuda, name, no_cuda)
+    seed_everything(8)
+    state = {**rng_state(), "cuda": [np.full(16, 3, dtype=np.uint8)], "cuda_device": 0}
+    expected = draws()
+    set_rng_state(state)
+    assert draws() == expected
+    set_rng_state({k: v for k, v in state.items() if k not in ("cuda", "cuda_device")})  # and CPU-only, as saved
+    assert draws() == expected
+
+
+def test_a_run_saved_on_cuda0_and_resumed_on_cuda1_takes_device_0s_state(monkeypatch) -> None:
+    """Four GPUs when saved (the run on cuda:0), two visible on resume with the run on cuda:1: device 1 gets the
+    state the run's draws came from (device 0's); a recorded device with no saved state moves nothing."""
+    restored: dict[int, bytes] = {}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_rng_state",
+                        lambda new_state, device=0: restored.__setitem__(device, bytes(new_state.numpy())))
+    seed_everything(9)
+    cpu = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state().numpy()}
+    saved = [np.full(16, i, dtype=np.uint8) for i in range(4)]
+    set_rng_state({**cpu, "cuda": saved, "cuda_device": 0})
+    assert restored == {0: bytes([0] * 16), 1: bytes([0] * 16)}
+    for odd in (4, -1):  # not a device of the checkpoint: the visible devices keep their own states
+        restored.clear()
+        set_rng_state({**cpu, "cuda": saved, "cuda_device": odd})
+        assert restored == {0: bytes([0] * 16), 1: bytes([1] * 16)}
