@@ -108,15 +108,17 @@ def test_train_on_a_full_disk_fails_with_one_line_and_resumes(
     assert json.loads((run_dir / "run.json").read_text())["status"] == "completed"
 
 
-@pytest.mark.parametrize("keep", [1, 3])
-def test_keep_checkpoints_option(toy_pm: PluginManager, tmp_path: Path, keep: int) -> None:
+@pytest.mark.parametrize("keep", [1, 3, None])
+def test_keep_checkpoints_option(toy_pm: PluginManager, tmp_path: Path, keep: int | None) -> None:
+    """``--keep-checkpoints N`` keeps the newest N; without it the newest 2 (README, docs/curl.md)."""
+    option = [] if keep is None else ["--keep-checkpoints", str(keep)]
     code, out = run_cli(
         ["train", "--plugin", "toy_clusters", "--loss", "dcl", "--logdir", str(tmp_path), "--set", "train.steps=50",
-         "--set", "checkpoint_every=10", "--keep-checkpoints", str(keep)]
+         "--set", "checkpoint_every=10", *option]
     )  # fmt: skip
     assert code == 0, out
     steps = [int(p.stem.split("_")[1]) for p in (only_run(tmp_path) / "checkpoints").iterdir()]
-    assert sorted(steps) == [50, 40, 30][:keep][::-1]
+    assert sorted(steps) == [50, 40, 30][:2 if keep is None else keep][::-1]
 
 
 def test_keep_checkpoints_is_validated(toy_pm: PluginManager, tmp_path: Path) -> None:
