@@ -90,6 +90,14 @@ def print_commands(title: str, *commands: str, stderr: bool = False) -> None:
         say(f"  {command}", stderr=stderr)
 
 
+def not_empty(value: str | None) -> str | None:
+    """Refuse an option given as an empty string (``--device ""``, often an unset shell variable) as a usage error,
+    as an empty ``--plugin`` or ``--preset`` is refused, instead of quietly reading it as "left out"."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter("empty; leave the option out for its default")
+    return value
+
+
 def split_csv(value: str | None) -> list[str]:
     """``"a, b,c"`` → ``["a", "b", "c"]``."""
     return [part.strip() for part in (value or "").split(",") if part.strip()]

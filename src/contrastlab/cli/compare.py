@@ -16,7 +16,15 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from contrastlab.cli.common import console, err_console, print_commands, say, shell_command, user_errors
+from contrastlab.cli.common import (
+    console,
+    err_console,
+    not_empty,
+    print_commands,
+    say,
+    shell_command,
+    user_errors,
+)
 from contrastlab.experiments import grid as cmp
 from contrastlab.experiments import runner
 from contrastlab.experiments.interrupts import sigterm_as_interrupt
@@ -238,10 +246,10 @@ def add_compare_commands(app: typer.Typer) -> None:
         devices: Annotated[str | None, typer.Option(help=HELP["devices"])] = None,
         runs_per_gpu: Annotated[int | None, typer.Option(help=HELP["runs_per_gpu"])] = None,
         out: Annotated[Path | None, typer.Option(help=HELP["out"])] = None,
-        rows: Annotated[str | None, typer.Option(help=HELP["rows"])] = None,
+        rows: Annotated[str | None, typer.Option(help=HELP["rows"], callback=not_empty)] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help=HELP["dry_run"])] = False,
         backend: Annotated[str, typer.Option(help=HELP["backend"])] = "local",
-        address: Annotated[str | None, typer.Option(help=HELP["address"])] = None,
+        address: Annotated[str | None, typer.Option(help=HELP["address"], callback=not_empty)] = None,
         cpus_per_run: Annotated[float | None, typer.Option(help=HELP["cpus_per_run"])] = None,
         gpus_per_run: Annotated[float | None, typer.Option(help=HELP["gpus_per_run"])] = None,
         max_retries: Annotated[int | None, typer.Option(help=HELP["max_retries"])] = None,
@@ -379,9 +387,9 @@ def add_compare_commands(app: typer.Typer) -> None:
     def report(
         dirs: Annotated[list[Path], typer.Argument(help=HELP["dirs"])],
         out: Annotated[Path | None, typer.Option(help=HELP["report_out"])] = None,
-        rows: Annotated[str | None, typer.Option(help=HELP["rows"])] = None,
-        curve: Annotated[str | None, typer.Option(help=HELP["curve"])] = None,
-        baseline: Annotated[str | None, typer.Option(help=HELP["baseline"])] = None,
+        rows: Annotated[str | None, typer.Option(help=HELP["rows"], callback=not_empty)] = None,
+        curve: Annotated[str | None, typer.Option(help=HELP["curve"], callback=not_empty)] = None,
+        baseline: Annotated[str | None, typer.Option(help=HELP["baseline"], callback=not_empty)] = None,
     ) -> None:
         """Rebuild results.csv, summary.csv, results.md, curves.png, aggregate.png, final.png and the TensorBoard
         logdir from run dirs (see docs/compare.md, "platform report").

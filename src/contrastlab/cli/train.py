@@ -22,6 +22,7 @@ from contrastlab.cli.common import (
     PRESET_DEFAULT,
     console,
     err_console,
+    not_empty,
     print_commands,
     say,
     shell_command,
@@ -233,7 +234,8 @@ def add_train_commands(app: typer.Typer) -> None:
         device: Annotated[
             str | None,
             typer.Option(help="auto (CUDA when available, else CPU), cpu, cuda or cuda:K (default: the preset's "
-                         "device, else auto; the smoke presets of simclr, graph and recsys say cpu)."),
+                         "device, else auto; the smoke presets of simclr, graph and recsys say cpu).",
+                         callback=not_empty),
         ] = None,
         logdir: Annotated[Path | None, typer.Option(help="Root directory of runs (default: runs).")] = None,
         run_name: Annotated[
@@ -329,7 +331,8 @@ def add_train_commands(app: typer.Typer) -> None:
         run_dir: Annotated[Path, typer.Argument(help="A run directory written by `platform train`.")],
         device: Annotated[
             str | None,
-            typer.Option(help="auto, cpu, cuda or cuda:K (default: the device in the run's config.yaml)."),
+            typer.Option(help="auto, cpu, cuda or cuda:K (default: the device in the run's config.yaml).",
+                         callback=not_empty),
         ] = None,
         episodes: Annotated[
             int | None,

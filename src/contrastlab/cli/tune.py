@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from contrastlab.cli.common import err_console, print_commands, say, shell_command, user_errors
+from contrastlab.cli.common import err_console, not_empty, print_commands, say, shell_command, user_errors
 from contrastlab.cli.compare import HELP as COMPARE_HELP
 from contrastlab.cli.compare import check_backend
 from contrastlab.experiments.grid import refuse_device_set
@@ -56,14 +56,14 @@ def add_tune_commands(app: typer.Typer) -> None:
                           "for plugins with GPU-sized presets (curl, simclr, pu, recsys).")] = None,
         set_: Annotated[list[str] | None, typer.Option("--set", help=HELP["set"])] = None,
         out: Annotated[Path | None, typer.Option(help=HELP["out"])] = None,
-        storage: Annotated[str | None, typer.Option(help=HELP["storage"])] = None,
-        study: Annotated[str | None, typer.Option(help=HELP["study"])] = None,
+        storage: Annotated[str | None, typer.Option(help=HELP["storage"], callback=not_empty)] = None,
+        study: Annotated[str | None, typer.Option(help=HELP["study"], callback=not_empty)] = None,
         pruner: Annotated[str, typer.Option(help=HELP["pruner"])] = "median",
-        prune_on: Annotated[str | None, typer.Option(help=HELP["prune_on"])] = None,
-        device: Annotated[str | None, typer.Option(help=HELP["device"])] = None,
+        prune_on: Annotated[str | None, typer.Option(help=HELP["prune_on"], callback=not_empty)] = None,
+        device: Annotated[str | None, typer.Option(help=HELP["device"], callback=not_empty)] = None,
         parallel: Annotated[int, typer.Option(help=HELP["parallel"])] = 1,
         backend: Annotated[str, typer.Option(help=COMPARE_HELP["backend"])] = "local",
-        address: Annotated[str | None, typer.Option(help=COMPARE_HELP["address"])] = None,
+        address: Annotated[str | None, typer.Option(help=COMPARE_HELP["address"], callback=not_empty)] = None,
         cpus_per_run: Annotated[float | None, typer.Option(help=COMPARE_HELP["cpus_per_run"])] = None,
         gpus_per_run: Annotated[float | None, typer.Option(help=COMPARE_HELP["gpus_per_run"])] = None,
         max_retries: Annotated[int | None, typer.Option(help=COMPARE_HELP["max_retries"])] = None,
