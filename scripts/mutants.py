@@ -26,6 +26,7 @@ import ast
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -206,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(mutants)} mutants")
         return 0
     survivors = []
+    # ``kill`` (SIGTERM) unwinds like Ctrl-C: the running pytest is killed and the scratch copy deleted (it stayed
+    # behind in the temp folder, one copy of src/ per killed run).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     with tempfile.TemporaryDirectory(prefix="contrastlab-mutants-") as scratch:
         src_copy = Path(scratch) / "src"
         shutil.copytree(root / "src", src_copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -129,3 +132,31 @@ def test_list_mode_and_bad_arguments(tmp_path):
     assert refused.returncode == 2 and "not a Python file under" in refused.stderr
     bad_range = run_script(tmp_path, "src/toy/calc.py", "--lines", "ten")
     assert bad_range.returncode == 2 and "FIRST-LAST" in bad_range.stderr
+
+
+def test_sigterm_stops_the_run_and_deletes_its_scratch_copy(tmp_path):
+    """``kill PID`` used to leave the scratch copy of src/ in the temp folder (one per killed run)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    make_project(project, """
+        import time
+
+        def test_add():
+            time.sleep(60)
+    """)
+    scratch_root = tmp_path / "tmp"
+    scratch_root.mkdir()
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), "src/toy/calc.py", "--tests", "tests"], cwd=project,
+                            env={**os.environ, "TMPDIR": str(scratch_root)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not any(scratch_root.glob("contrastlab-mutants-*/src/toy/calc.py")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)  # the first mutant's pytest is running (its test sleeps for a minute)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert list(scratch_root.iterdir()) == []
