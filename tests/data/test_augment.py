@@ -200,6 +200,8 @@ def test_prepare_scales_uint8_resizes_and_normalises():
     assert out.shape == (2, 3, 16, 16) and torch.allclose(out, ref.new_tensor(
         [(0.2 - m) / s for m, s in zip(spec.mean, spec.std, strict=True)]).view(1, 3, 1, 1).expand(2, 3, 16, 16))
     assert prepare(_images(2, 3, 32), spec).shape == (2, 3, 16, 16)
+    for shape in ((2, 3, 16, 48), (2, 3, 48, 16)):                           # only one side differs
+        assert prepare(torch.zeros(shape, dtype=torch.uint8), spec).shape == (2, 3, 16, 16)
 
 
 def test_crop_area_and_log_ratio_are_uniform():
@@ -293,6 +295,27 @@ def test_hue_rotates_the_yiq_chroma_by_a_uniform_angle():
     turns = (torch.atan2(yiq_y[:, 2], yiq_y[:, 1]) - torch.atan2(yiq_x[:, 2], yiq_x[:, 1])) / (2 * math.pi)
     turns = (turns + 0.5) % 1 - 0.5
     assert _uniform_quantiles(turns.abs(), 0.0, 0.1, atol=0.004) and 0.47 < float((turns > 0).float().mean()) < 0.53
+
+
+def test_contrast_output_is_clamped():
+    _, y = _jitter_pixels([(0.95, 0.95, 0.95), (0.05, 0.05, 0.05)], (0.0, 0.4, 0.0, 0.0))
+    assert float(y.max()) == 1.0 and float(y.min()) == 0.0
+
+
+def test_every_operation_acts_when_several_are_on():
+    """Brightness scales the mean, contrast the spread about it; contrast scales luma deviation and chroma alike,
+    saturation only the chroma. Each must act in (almost) every image when both strengths are on."""
+    x, y = _jitter_pixels([(0.4, 0.4, 0.4), (0.6, 0.6, 0.6)], (0.4, 0.4, 0.0, 0.0), n=1000)
+    assert float(((y.mean((1, 2)) - 0.5).abs() > 1e-4).float().mean()) > 0.99                # brightness acted
+    assert float(((y[:, 0, 0] / y[:, 1, 0] - 2 / 3).abs() > 1e-4).float().mean()) > 0.99    # contrast acted
+    pixels = [(0.6, 0.5, 0.4), (0.45, 0.5, 0.55)]
+    x, y = _jitter_pixels(pixels, (0.0, 0.4, 0.4, 0.0), n=1000)
+    yiq_x, yiq_y = x @ _YIQ.T, y @ _YIQ.T                                                  # [n, 2, 3]
+    m = yiq_x[:, :, 0].mean(1, keepdim=True)
+    c = (yiq_y[:, :, 0] - m) / (yiq_x[:, :, 0] - m)                                        # luma spread ratio
+    cs = yiq_y[:, 0, 1:].norm(dim=1) / yiq_x[:, 0, 1:].norm(dim=1)                         # chroma ratio = c·s
+    assert float(((c[:, 0] - 1).abs() > 1e-3).float().mean()) > 0.99                        # contrast acted
+    assert float(((cs / c[:, 0] - 1).abs() > 1e-3).float().mean()) > 0.99                   # saturation acted
 
 
 def test_single_channel_images_skip_saturation_and_hue():

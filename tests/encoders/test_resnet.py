@@ -95,7 +95,7 @@ def test_stems_keep_or_quarter_the_resolution():
     assert cl.make_encoder("resnet18", width=0.125).stem(x).shape == (2, 8, 32, 32)
     stem = cl.make_encoder("resnet18", width=0.125, stem="imagenet").stem
     conv, pool = stem[0], stem[3]
-    assert (conv.kernel_size, conv.stride, conv.padding) == ((7, 7), (2, 2), (3, 3))
+    assert (conv.kernel_size, conv.stride, conv.padding) == ((7, 7), (2, 2), (3, 3)) and conv.bias is None
     assert (pool.kernel_size, pool.stride, pool.padding) == (3, 2, 1)
     assert stem(torch.randn(2, 3, 64, 64)).shape == (2, 8, 16, 16)
 
@@ -112,9 +112,10 @@ def test_blocks_add_the_shortcut():
 
     torch.manual_seed(0)
     x = torch.randn(4, 8, 6, 6)
-    basic = BasicBlock(8, 8, 1).train()
+    basic = BasicBlock(8, 8).train()                                           # stride 1 by default
     f = _bn(F.conv2d(torch.relu(_bn(F.conv2d(x, basic.conv1.weight, padding=1))), basic.conv2.weight, padding=1))
     assert torch.allclose(basic(x), torch.relu(f + x), atol=1e-5)
+    assert Bottleneck(8, 2)(x).shape == x.shape                                # stride 1 by default
     bott = Bottleneck(8, 4, 2).train()
     f = torch.relu(_bn(F.conv2d(x, bott.conv1.weight)))
     f = torch.relu(_bn(F.conv2d(f, bott.conv2.weight, stride=2, padding=1)))
