@@ -304,7 +304,7 @@ def test_contrast_output_is_clamped():
 
 def test_every_operation_acts_when_several_are_on():
     """Brightness scales the mean, contrast the spread about it; contrast scales luma deviation and chroma alike,
-    saturation only the chroma. Each must act in (almost) every image when both strengths are on."""
+    saturation only the chroma, hue only its angle. Each must act in (almost) every image when both are on."""
     x, y = _jitter_pixels([(0.4, 0.4, 0.4), (0.6, 0.6, 0.6)], (0.4, 0.4, 0.0, 0.0), n=1000)
     assert float(((y.mean((1, 2)) - 0.5).abs() > 1e-4).float().mean()) > 0.99                # brightness acted
     assert float(((y[:, 0, 0] / y[:, 1, 0] - 2 / 3).abs() > 1e-4).float().mean()) > 0.99    # contrast acted
@@ -316,6 +316,11 @@ def test_every_operation_acts_when_several_are_on():
     cs = yiq_y[:, 0, 1:].norm(dim=1) / yiq_x[:, 0, 1:].norm(dim=1)                         # chroma ratio = c·s
     assert float(((c[:, 0] - 1).abs() > 1e-3).float().mean()) > 0.99                        # contrast acted
     assert float(((cs / c[:, 0] - 1).abs() > 1e-3).float().mean()) > 0.99                   # saturation acted
+    x, y = _jitter_pixels([(0.6, 0.5, 0.4)], (0.0, 0.0, 0.4, 0.1), n=1000)                # saturation · hue
+    chroma_x, chroma_y = (x[:, 0] @ _YIQ.T)[:, 1:], (y[:, 0] @ _YIQ.T)[:, 1:]
+    assert float(((chroma_y.norm(dim=1) / chroma_x.norm(dim=1) - 1).abs() > 1e-3).float().mean()) > 0.99
+    cos = (chroma_x * chroma_y).sum(1) / (chroma_x.norm(dim=1) * chroma_y.norm(dim=1))
+    assert float((cos < 1 - 1e-6).float().mean()) > 0.97                                   # hue acted
 
 
 def test_single_channel_images_skip_saturation_and_hue():
