@@ -106,3 +106,15 @@ def test_building_the_encoder_leaves_no_generated_module_in_the_temp_dir(tmp_pat
     graph, _ = enc(b.x, b.edge_index, b.batch, b.num_graphs)
     assert graph.shape == (2, 8)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_gin_defaults_output_size_and_fixed_epsilon(check_documented_hparams) -> None:
+    """GraphCL's unsupervised TU setting (32 units, 3 layers, batch norm); the embedding has L·hidden entries; GIN-0
+    keeps ε = 0 fixed, so the model has no ε parameter to train."""
+    from contrastlab.encoders.gin import GINEncoder
+
+    check_documented_hparams(GINEncoder, {"hidden_dim": 32, "num_layers": 3, "batch_norm": True})
+    enc = GINEncoder()
+    assert enc.in_dim == 1 and enc.out_dim == 96
+    enc = cl.make_encoder("gin", in_dim=2, hidden_dim=5, num_layers=3)
+    assert enc.out_dim == 15 and not any("eps" in name for name, _ in enc.named_parameters())

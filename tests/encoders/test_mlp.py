@@ -50,3 +50,28 @@ def test_learns_with_a_contrastive_loss():
 def test_bad_hyperparameters(hp, param):
     with pytest.raises(ConfigError, match=param):
         cl.make_encoder("mlp", **hp)
+
+
+def test_hyperparameters_are_documented(check_documented_hparams):
+    from contrastlab.encoders.mlp import MLPEncoder
+
+    check_documented_hparams(MLPEncoder, {"hidden_dim": 300, "out_dim": 128, "layers": 3, "batch_norm": True})
+    assert MLPEncoder().in_dim == 784
+
+
+@pytest.mark.parametrize("batch_norm", [True, False])
+def test_layers_match_the_nnpu_model(batch_norm):
+    """Linear → (BN →) ReLU per hidden layer, then a linear output; hidden biases only without batch norm."""
+    torch.manual_seed(0)
+    enc = cl.make_encoder("mlp", in_dim=6, hidden_dim=5, out_dim=3, layers=3, batch_norm=batch_norm).train()
+    lins = [m for m in enc.modules() if isinstance(m, torch.nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in lins] == [(6, 5), (5, 5), (5, 3)]
+    assert [m.bias is not None for m in lins] == [not batch_norm, not batch_norm, True]
+    x = torch.randn(8, 2, 3)
+    h = x.reshape(8, 6)
+    for lin in lins[:-1]:
+        h = h @ lin.weight.T + (0 if lin.bias is None else lin.bias)
+        if batch_norm:
+            h = (h - h.mean(0)) / torch.sqrt(h.var(0, unbiased=False) + 1e-5)
+        h = torch.relu(h)
+    assert torch.allclose(enc(x), h @ lins[-1].weight.T + lins[-1].bias, atol=1e-5)
