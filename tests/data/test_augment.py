@@ -402,3 +402,18 @@ def test_views_are_independent_augmentations_of_the_same_images():
     views = SimCLRAugment(_only(size=32)).views(imgs)
     assert views.shape == (2, 4, 3, 32, 32)                                      # two views by default
     assert torch.allclose(views, prepare(imgs, _only(size=32)).expand(2, 4, 3, 32, 32), atol=1e-5)
+
+
+def test_statistics_that_match_no_channel_count_are_refused():
+    """``SimCLRAugment()`` (RGB statistics) on grey images gave 3-channel output without a word; one value for
+    every channel, or one per channel, still works."""
+    grey = _images(c=1, size=28)
+    with pytest.raises(ValueError, match="mean has 3 values for 1-channel images"):
+        SimCLRAugment()(grey)
+    with pytest.raises(ValueError, match="mean has 3 values for 1-channel images"):
+        prepare(grey, AugmentSpec(size=28))
+    with pytest.raises(ValueError, match="std has 2 values for 3-channel images"):
+        prepare(_images(), AugmentSpec(std=(0.5, 0.5)))
+    spec = AugmentSpec(size=28, mean=(0.5,), std=(0.5,))
+    assert SimCLRAugment(spec)(grey).shape == (16, 1, 28, 28)
+    assert prepare(_images(), AugmentSpec(mean=(0.5,), std=(0.25,))).shape == (16, 3, 32, 32)

@@ -95,8 +95,18 @@ def to_float(x: Tensor) -> Tensor:
     return x.float().div_(255.0) if x.dtype == torch.uint8 else x.float()
 
 
+def check_channels(spec: AugmentSpec, channels: int) -> None:
+    """Refuse a mean/std with neither one value nor one per channel: a 1-channel batch with the default RGB
+    statistics used to broadcast to 3 channels silently (an encoder built for 1 channel then failed far away)."""
+    for name in ("mean", "std"):
+        if len(getattr(spec, name)) not in (1, channels):
+            raise ValueError(f"augment {name} has {len(getattr(spec, name))} values for {channels}-channel images; "
+                             f"give one value or one per channel (augment_spec_for(dataset) picks the dataset's)")
+
+
 def normalize(x: Tensor, spec: AugmentSpec) -> Tensor:
     """Subtract the spec's per-channel mean and divide by its std (``x`` float ``[B, C, H, W]``)."""
+    check_channels(spec, x.shape[1])
     mean = torch.tensor(spec.mean, device=x.device, dtype=x.dtype).view(1, -1, 1, 1)
     std = torch.tensor(spec.std, device=x.device, dtype=x.dtype).view(1, -1, 1, 1)
     return (x - mean) / std
@@ -159,7 +169,8 @@ def hue_matrices(shift: Tensor) -> Tensor:
 
     The rotation acts on the chroma plane (I, Q) of YIQ and keeps the luma Y, so one batched matrix product
     replaces a per-pixel RGB→HSV→RGB round trip (the one approximation of HSV hue jitter; ``shift = 0`` is
-    exactly the identity).
+    exactly the identity). A positive shift turns the hue the other way round the colour wheel from HSV's (red
+    towards magenta rather than yellow); the shift is drawn symmetrically, so the jitter's distribution is the same.
     """
     t = torch.tensor(_RGB_TO_YIQ, dtype=shift.dtype, device=shift.device)
     t_inv = torch.linalg.inv(t)
@@ -260,6 +271,7 @@ class SimCLRAugment(nn.Module):
         spec, g = self.spec, generator
         x = to_float(x)
         n, ch, dev = x.shape[0], x.shape[1], x.device
+        check_channels(spec, ch)
         grid = crop_grid(crop_flip_theta(n, spec, g, dev), spec.size)
         x = F.grid_sample(x, grid, mode="bilinear", padding_mode="reflection", align_corners=False)
         x = color_jitter(x, spec, g)
