@@ -260,3 +260,42 @@ def test_a_csv_of_only_a_header_says_so(tmp_path, content, match):
     path.write_text(content)
     with pytest.raises(ConfigError, match=match):
         load_interactions("csv", str(path))
+
+
+def _staircase():
+    """Users 0..7 hold items 0..u (1 to 8 items); users 8..15 hold the single item u − 8, so no item is cold."""
+    from contrastlab.plugins.recsys.data import Interactions
+
+    rows = [(u, i) for u in range(8) for i in range(u + 1)] + [(8 + i, i) for i in range(8)]
+    users, items = (torch.tensor(c) for c in zip(*rows, strict=True))
+    return Interactions(users, items, 16, 8, "staircase")
+
+
+@pytest.mark.parametrize("fraction", [0.2, 0.5, 0.7, 0.9])
+def test_each_user_holds_out_round_f_n_items_but_keeps_one(fraction):
+    """min(round(f·n_u), n_u − 1) test items per user (Python's round, half to even), as docs/recsys.md says."""
+    data = _staircase()
+    split = split_per_user(data, fraction, seed=1)
+    n_u = torch.bincount(data.users, minlength=16).tolist()
+    want = [min(round(fraction * n), n - 1) for n in n_u]
+    assert torch.bincount(split.test.users, minlength=16).tolist() == want and split.dropped_cold_items == 0
+    assert torch.bincount(split.train.users, minlength=16).tolist() == [n - t for n, t in zip(n_u, want, strict=True)]
+
+
+@pytest.mark.parametrize("fraction", [0.0, -0.1, 1.0, 1.5])
+def test_a_test_fraction_outside_zero_one_is_refused(fraction):
+    with pytest.raises(ConfigError, match=r"must be in \(0, 1\)"):
+        split_per_user(_staircase(), fraction)
+
+
+def test_the_split_defaults_and_its_summary_counts():
+    data = _staircase()
+    split = split_per_user(data)
+    same = split_per_user(data, 0.2, seed=0)  # data.test_fraction and data.split_seed's defaults
+    assert torch.equal(split.test.keys(8), same.test.keys(8)) and torch.equal(split.train.keys(8), same.train.keys(8))
+    test_users = len(set(split.test.users.tolist()))  # users 2..7: round(0.2·n_u) >= 1 from n_u = 3
+    assert test_users == 6
+    assert split.summary() == {"dataset": "staircase", "users": 16, "items": 8, "train_interactions": len(split.train),
+                               "test_interactions": len(split.test), "test_users": test_users,
+                               "dropped_cold_items": 0}
+    assert split.train_density == pytest.approx(len(split.train) / (16 * 8))
