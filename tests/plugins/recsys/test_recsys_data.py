@@ -299,3 +299,51 @@ def test_the_split_defaults_and_its_summary_counts():
                                "test_interactions": len(split.test), "test_users": test_users,
                                "dropped_cold_items": 0}
     assert split.train_density == pytest.approx(len(split.train) / (16 * 8))
+
+
+@pytest.mark.parametrize(("rows", "pairs"), [
+    ("7,1\n10,2\n007,3\n", {(2, 0), (1, 1), (0, 2)}),  # 007 and 7 both present: text order 007 < 10 < 7
+    ("alice,1\n", {(0, 0)}),  # a single text id
+])  # fmt: skip
+def test_a_column_read_as_text_is_indexed_in_text_order(tmp_path, rows, pairs):
+    path = tmp_path / "text.csv"
+    path.write_text(rows)
+    assert _pairs(load_interactions("csv", str(path))) == pairs
+
+
+def test_synthetic_settings_reach_the_generator_and_its_defaults_are_the_configs():
+    from contrastlab.plugins.recsys.config import SyntheticSection
+
+    small = {"users": 30, "items": 20, "factors": 3, "min_per_user": 2, "max_per_user": 5, "sharpness": 1.0,
+             "seed": 4}
+    data = load_interactions("synthetic", synthetic=small)
+    assert (data.num_users, data.num_items) == (30, 20) and _pairs(data) == _pairs(generate_synthetic(**small))
+    assert _pairs(generate_synthetic()) == _pairs(generate_synthetic(**SyntheticSection().model_dump()))
+
+
+def test_synthetic_users_take_between_min_and_max_items_and_may_take_them_all():
+    data = generate_synthetic(users=400, items=30, min_per_user=3, max_per_user=6, seed=2)
+    per_user = torch.bincount(data.users, minlength=400)
+    assert int(per_user.min()) == 3 and int(per_user.max()) == 6  # uniform on [3, 6]: both ends occur
+    every = generate_synthetic(users=5, items=4, min_per_user=4, max_per_user=4)  # max_per_user = items is allowed
+    assert len(every) == 20
+    assert len(generate_synthetic(users=5, items=4, min_per_user=1, max_per_user=1)) == 5
+
+
+@pytest.mark.parametrize("sharpness", [0.0, 3.0])
+def test_synthetic_choices_follow_the_documented_softmax(sharpness):
+    """One item per user, drawn from softmax(sharpness·⟨p_u, q_i⟩/√f + b_i) with p, q ~ N(0, I_f), b ~ N(0, ½²),
+    drawn in that order from the seed (the docstring's model). Checked by the item frequencies and by the mean
+    probability of the chosen item, which is E Σ_i P_ui² when the draws follow P."""
+    users, items, factors, seed = 6000, 6, 4, 5
+    data = generate_synthetic(users=users, items=items, factors=factors, min_per_user=1, max_per_user=1,
+                              sharpness=sharpness, seed=seed)
+    g = torch.Generator().manual_seed(seed)
+    p, q = torch.randn(users, factors, generator=g), torch.randn(items, factors, generator=g)
+    b = 0.5 * torch.randn(items, generator=g)
+    prob = torch.softmax(sharpness * (p @ q.T) / factors**0.5 + b, dim=1)  # [U, I]
+    assert torch.equal(data.users, torch.arange(users))
+    freq = torch.bincount(data.items, minlength=items).double() / users
+    torch.testing.assert_close(freq, prob.mean(0).double(), rtol=0, atol=0.02)  # std error ≤ 0.0065
+    chosen = prob[data.users, data.items].mean()
+    assert float(chosen) == pytest.approx(float((prob**2).sum(1).mean()), abs=0.015)
