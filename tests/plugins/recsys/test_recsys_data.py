@@ -174,6 +174,7 @@ def test_malformed_csv_and_missing_or_corrupt_files(tmp_path):
     with pytest.raises(DataMissingError, match=r"grouplens\.org.*data\.root") as info:
         load_interactions("ml-1m", str(tmp_path))
     assert "\n" not in str(info.value) and "ml-1m.zip" in str(info.value)
+    assert f"ml-1m/ folder in {tmp_path} (or pass" in str(info.value)  # where to put it: the folder given
     (tmp_path / "ml-100k.zip").write_bytes(b"not a zip at all")
     with pytest.raises(DataMissingError, match="corrupt archive"):
         load_interactions("ml-100k", str(tmp_path))
@@ -347,3 +348,41 @@ def test_synthetic_choices_follow_the_documented_softmax(sharpness):
     torch.testing.assert_close(freq, prob.mean(0).double(), rtol=0, atol=0.02)  # std error ≤ 0.0065
     chosen = prob[data.users, data.items].mean()
     assert float(chosen) == pytest.approx(float((prob**2).sum(1).mean()), abs=0.015)
+
+
+@pytest.mark.parametrize("ids", [("1", "2", "3"), ("ann", "bob", "cy")])  # numeric (fast path) and text ids
+def test_three_column_csvs_keep_their_ratings_and_refuse_non_numbers(tmp_path, ids):
+    a, b, c = ids
+    path = tmp_path / "r.csv"
+    path.write_text(f"{a},10,5\n{b},10,2\n{c},11,4\n")
+    kept = load_interactions("csv", str(path), min_rating=4)  # the rating column is read: 2 of 3 rows kept
+    assert len(kept) == 2 and kept.num_users == 2
+    headed = tmp_path / "h.csv"
+    headed.write_text(f"user,item,rating\n{a},10,5\n{b},10,2\n{c},11,4\n")
+    assert len(load_interactions("csv", str(headed))) == 3  # the header line only is dropped
+    for bad in ("nan", "inf", "x"):
+        path.write_text(f"{a},10,5\n{b},10,{bad}\n")
+        with pytest.raises(ConfigError, match=rf"line 2: rating '{bad}' is not a number"):
+            load_interactions("csv", str(path))
+
+
+def test_a_non_finite_movielens_timestamp_is_refused(tmp_path):
+    root = write_ml(tmp_path, "ml-100k", "1\t2\t5\t881250949\n2\t2\t4\tinf\n")
+    with pytest.raises(ConfigError, match=r"line 2: timestamp 'inf' is not a number"):
+        load_interactions("ml-100k", str(root))
+
+
+def test_clean_numeric_files_take_the_vectorised_fast_path():
+    """docs/recsys.md: MovieLens is parsed by a vectorised fast path (the line parser takes ~20× longer); a clean
+    numeric file, headed CSV and single row included, must not fall back to it."""
+    from contrastlab.plugins.recsys.data import _parse_numeric
+
+    def fast(text: str, sep: str, low: int, header: bool = False):
+        out = _parse_numeric(text, sep, "f", min_fields=low, max_fields=4, header=header)
+        assert out is not None
+        return out.users.tolist(), out.items.tolist(), None if out.ratings is None else out.ratings.tolist()
+
+    want = ([r[0] for r in ROWS], [r[1] for r in ROWS], [float(r[2]) for r in ROWS])
+    assert fast(_text("\t"), "\t", 4) == fast(_text("::"), "::", 4) == want
+    assert fast("userId,movieId,rating,timestamp\n" + _text(","), ",", 2, header=True) == want
+    assert fast("3,4\n", ",", 2) == ([3], [4], None)
