@@ -174,6 +174,7 @@ def test_malformed_csv_and_missing_or_corrupt_files(tmp_path):
     with pytest.raises(DataMissingError, match=r"grouplens\.org.*data\.root") as info:
         load_interactions("ml-1m", str(tmp_path))
     assert "\n" not in str(info.value) and "ml-1m.zip" in str(info.value)
+    assert f"ml-1m/ folder in {tmp_path} (or pass" in str(info.value)  # where to put it: the folder given
     (tmp_path / "ml-100k.zip").write_bytes(b"not a zip at all")
     with pytest.raises(DataMissingError, match="corrupt archive"):
         load_interactions("ml-100k", str(tmp_path))
@@ -260,3 +261,128 @@ def test_a_csv_of_only_a_header_says_so(tmp_path, content, match):
     path.write_text(content)
     with pytest.raises(ConfigError, match=match):
         load_interactions("csv", str(path))
+
+
+def _staircase():
+    """Users 0..7 hold items 0..u (1 to 8 items); users 8..15 hold the single item u − 8, so no item is cold."""
+    from contrastlab.plugins.recsys.data import Interactions
+
+    rows = [(u, i) for u in range(8) for i in range(u + 1)] + [(8 + i, i) for i in range(8)]
+    users, items = (torch.tensor(c) for c in zip(*rows, strict=True))
+    return Interactions(users, items, 16, 8, "staircase")
+
+
+@pytest.mark.parametrize("fraction", [0.2, 0.5, 0.7, 0.9])
+def test_each_user_holds_out_round_f_n_items_but_keeps_one(fraction):
+    """min(round(f·n_u), n_u − 1) test items per user (Python's round, half to even), as docs/recsys.md says."""
+    data = _staircase()
+    split = split_per_user(data, fraction, seed=1)
+    n_u = torch.bincount(data.users, minlength=16).tolist()
+    want = [min(round(fraction * n), n - 1) for n in n_u]
+    assert torch.bincount(split.test.users, minlength=16).tolist() == want and split.dropped_cold_items == 0
+    assert torch.bincount(split.train.users, minlength=16).tolist() == [n - t for n, t in zip(n_u, want, strict=True)]
+
+
+@pytest.mark.parametrize("fraction", [0.0, -0.1, 1.0, 1.5])
+def test_a_test_fraction_outside_zero_one_is_refused(fraction):
+    with pytest.raises(ConfigError, match=r"must be in \(0, 1\)"):
+        split_per_user(_staircase(), fraction)
+
+
+def test_the_split_defaults_and_its_summary_counts():
+    data = _staircase()
+    split = split_per_user(data)
+    same = split_per_user(data, 0.2, seed=0)  # data.test_fraction and data.split_seed's defaults
+    assert torch.equal(split.test.keys(8), same.test.keys(8)) and torch.equal(split.train.keys(8), same.train.keys(8))
+    test_users = len(set(split.test.users.tolist()))  # users 2..7: round(0.2·n_u) >= 1 from n_u = 3
+    assert test_users == 6
+    assert split.summary() == {"dataset": "staircase", "users": 16, "items": 8, "train_interactions": len(split.train),
+                               "test_interactions": len(split.test), "test_users": test_users,
+                               "dropped_cold_items": 0}
+    assert split.train_density == pytest.approx(len(split.train) / (16 * 8))
+
+
+@pytest.mark.parametrize(("rows", "pairs"), [
+    ("7,1\n10,2\n007,3\n", {(2, 0), (1, 1), (0, 2)}),  # 007 and 7 both present: text order 007 < 10 < 7
+    ("alice,1\n", {(0, 0)}),  # a single text id
+])  # fmt: skip
+def test_a_column_read_as_text_is_indexed_in_text_order(tmp_path, rows, pairs):
+    path = tmp_path / "text.csv"
+    path.write_text(rows)
+    assert _pairs(load_interactions("csv", str(path))) == pairs
+
+
+def test_synthetic_settings_reach_the_generator_and_its_defaults_are_the_configs():
+    from contrastlab.plugins.recsys.config import SyntheticSection
+
+    small = {"users": 30, "items": 20, "factors": 3, "min_per_user": 2, "max_per_user": 5, "sharpness": 1.0,
+             "seed": 4}
+    data = load_interactions("synthetic", synthetic=small)
+    assert (data.num_users, data.num_items) == (30, 20) and _pairs(data) == _pairs(generate_synthetic(**small))
+    assert _pairs(generate_synthetic()) == _pairs(generate_synthetic(**SyntheticSection().model_dump()))
+
+
+def test_synthetic_users_take_between_min_and_max_items_and_may_take_them_all():
+    data = generate_synthetic(users=400, items=30, min_per_user=3, max_per_user=6, seed=2)
+    per_user = torch.bincount(data.users, minlength=400)
+    assert int(per_user.min()) == 3 and int(per_user.max()) == 6  # uniform on [3, 6]: both ends occur
+    every = generate_synthetic(users=5, items=4, min_per_user=4, max_per_user=4)  # max_per_user = items is allowed
+    assert len(every) == 20
+    assert len(generate_synthetic(users=5, items=4, min_per_user=1, max_per_user=1)) == 5
+
+
+@pytest.mark.parametrize("sharpness", [0.0, 3.0])
+def test_synthetic_choices_follow_the_documented_softmax(sharpness):
+    """One item per user, drawn from softmax(sharpness·⟨p_u, q_i⟩/√f + b_i) with p, q ~ N(0, I_f), b ~ N(0, ½²),
+    drawn in that order from the seed (the docstring's model). Checked by the item frequencies and by the mean
+    probability of the chosen item, which is E Σ_i P_ui² when the draws follow P."""
+    users, items, factors, seed = 6000, 6, 4, 5
+    data = generate_synthetic(users=users, items=items, factors=factors, min_per_user=1, max_per_user=1,
+                              sharpness=sharpness, seed=seed)
+    g = torch.Generator().manual_seed(seed)
+    p, q = torch.randn(users, factors, generator=g), torch.randn(items, factors, generator=g)
+    b = 0.5 * torch.randn(items, generator=g)
+    prob = torch.softmax(sharpness * (p @ q.T) / factors**0.5 + b, dim=1)  # [U, I]
+    assert torch.equal(data.users, torch.arange(users))
+    freq = torch.bincount(data.items, minlength=items).double() / users
+    torch.testing.assert_close(freq, prob.mean(0).double(), rtol=0, atol=0.02)  # std error ≤ 0.0065
+    chosen = prob[data.users, data.items].mean()
+    assert float(chosen) == pytest.approx(float((prob**2).sum(1).mean()), abs=0.015)
+
+
+@pytest.mark.parametrize("ids", [("1", "2", "3"), ("ann", "bob", "cy")])  # numeric (fast path) and text ids
+def test_three_column_csvs_keep_their_ratings_and_refuse_non_numbers(tmp_path, ids):
+    a, b, c = ids
+    path = tmp_path / "r.csv"
+    path.write_text(f"{a},10,5\n{b},10,2\n{c},11,4\n")
+    kept = load_interactions("csv", str(path), min_rating=4)  # the rating column is read: 2 of 3 rows kept
+    assert len(kept) == 2 and kept.num_users == 2
+    headed = tmp_path / "h.csv"
+    headed.write_text(f"user,item,rating\n{a},10,5\n{b},10,2\n{c},11,4\n")
+    assert len(load_interactions("csv", str(headed))) == 3  # the header line only is dropped
+    for bad in ("nan", "inf", "x"):
+        path.write_text(f"{a},10,5\n{b},10,{bad}\n")
+        with pytest.raises(ConfigError, match=rf"line 2: rating '{bad}' is not a number"):
+            load_interactions("csv", str(path))
+
+
+def test_a_non_finite_movielens_timestamp_is_refused(tmp_path):
+    root = write_ml(tmp_path, "ml-100k", "1\t2\t5\t881250949\n2\t2\t4\tinf\n")
+    with pytest.raises(ConfigError, match=r"line 2: timestamp 'inf' is not a number"):
+        load_interactions("ml-100k", str(root))
+
+
+def test_clean_numeric_files_take_the_vectorised_fast_path():
+    """docs/recsys.md: MovieLens is parsed by a vectorised fast path (the line parser takes ~20× longer); a clean
+    numeric file, headed CSV and single row included, must not fall back to it."""
+    from contrastlab.plugins.recsys.data import _parse_numeric
+
+    def fast(text: str, sep: str, low: int, header: bool = False):
+        out = _parse_numeric(text, sep, "f", min_fields=low, max_fields=4, header=header)
+        assert out is not None
+        return out.users.tolist(), out.items.tolist(), None if out.ratings is None else out.ratings.tolist()
+
+    want = ([r[0] for r in ROWS], [r[1] for r in ROWS], [float(r[2]) for r in ROWS])
+    assert fast(_text("\t"), "\t", 4) == fast(_text("::"), "::", 4) == want
+    assert fast("userId,movieId,rating,timestamp\n" + _text(","), ",", 2, header=True) == want
+    assert fast("3,4\n", ",", 2) == ([3], [4], None)

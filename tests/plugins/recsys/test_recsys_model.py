@@ -10,7 +10,14 @@ import torch.nn.functional as F
 
 import contrastlab as cl
 from contrastlab.platform.errors import ConfigError
-from contrastlab.plugins.recsys.metrics import matrix_scorer, ranking_metrics, topk_hits_metrics
+from contrastlab.plugins.recsys.metrics import (
+    DEFAULT_KS,
+    matrix_scorer,
+    metric_names,
+    popularity_scorer,
+    ranking_metrics,
+    topk_hits_metrics,
+)
 from contrastlab.plugins.recsys.model import normalized_adjacency
 from contrastlab.plugins.recsys.pairs import build_batch, is_known, negative_keys
 from contrastlab.plugins.recsys.split import Split, make_part
@@ -49,6 +56,43 @@ def test_lightgcn_matches_dense_reference(layers):
     assert enc.user.weight.grad is not None and enc.item.weight.grad is not None
     mf_users, mf_items = cl.make_encoder("mf", num_users=3, num_items=5, graph=graph, dim=4)()
     assert mf_users.shape == (3, 4) and mf_items.shape == (5, 4)
+
+
+def test_encoder_defaults_are_the_documented_lightgcn_settings():
+    """d = 64, N(0, 0.1²) init, K = 3 (docs/recsys.md), through the registry and the classes alike."""
+    from contrastlab.plugins.recsys.model import LightGCNEncoder, MFEncoder
+
+    for name, cls in (("mf", MFEncoder), ("lightgcn", LightGCNEncoder)):
+        for enc in (cl.make_encoder(name, num_users=150, num_items=100), cls(num_users=150, num_items=100)):
+            assert enc.dim == 64 and enc.user.weight.shape == (150, 64) and enc.item.weight.shape == (100, 64)
+            weights = torch.cat([enc.user.weight, enc.item.weight]).detach()
+            assert float(weights.std()) == pytest.approx(0.1, abs=0.005)  # 16,000 draws: std error ≈ 0.0006
+            if name == "lightgcn":
+                assert enc.layers == 3
+
+
+@pytest.mark.parametrize(("hparams", "ok"), [
+    ({"dim": 1}, True), ({"dim": 4096}, True), ({"dim": 0}, False), ({"dim": 4097}, False),
+    ({"layers": 0}, True), ({"layers": 16}, True), ({"layers": -1}, False), ({"layers": 17}, False),
+])  # fmt: skip
+def test_encoder_size_limits(hparams, ok):
+    """dim in [1, 4096] and layers in [0, 16], as `platform list encoders` shows them."""
+    make = lambda: cl.make_encoder("lightgcn", num_users=2, num_items=3, **hparams)  # noqa: E731
+    if ok:
+        assert make() is not None
+    else:
+        with pytest.raises(ConfigError, match=next(iter(hparams))):
+            make()
+
+
+def test_lightgcn_without_a_graph_keeps_layer_zero_and_checkpoints_leave_the_graph_out():
+    """No interactions: every node is isolated, so E = E⁽⁰⁾ / (K + 1); Â is rebuilt from the split, never saved."""
+    enc = cl.make_encoder("lightgcn", num_users=2, num_items=3, dim=4, layers=2)
+    users, items = enc()
+    torch.testing.assert_close(users, enc.user.weight / 3)
+    torch.testing.assert_close(items, enc.item.weight / 3)
+    with_graph = cl.make_encoder("lightgcn", num_users=3, num_items=5, graph=normalized_adjacency(USERS, ITEMS, 3, 5))
+    assert set(with_graph.state_dict()) == {"user.weight", "item.weight"}
 
 
 # ----------------------------------------------------------------------------------------------- batches
@@ -110,6 +154,44 @@ def test_dot_product_through_bilinear_identity():
                         train_keys=None, num_items=5)
     torch.testing.assert_close(batch.pos_logits[:, 0], (u * i[:3]).sum(1) / 0.5)
     assert not batch.bounded
+
+
+def test_bilinear_floor_is_the_smallest_valid_negative_and_carries_no_gradient():
+    """Unbounded scores use the row's smallest *valid* negative logit as the floor (masked columns do not count;
+    a row with none keeps query_key's row minimum); like query_key's floor it is a constant (detached)."""
+    sampler = cl.make_sampler("query_key", similarity="bilinear", temperature=0.5, embed_dim=4)
+    with torch.no_grad():
+        sampler.W.copy_(torch.eye(4))
+    train = _keys([(0, 5), (0, 6), (0, 7), (1, 5), (2, 7)], 10)
+    users, items = torch.tensor([0, 1, 0, 2]), torch.tensor([5, 5, 6, 7])
+    emb_u = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    emb_i = torch.randn(10, 4, dtype=torch.float64, requires_grad=True)
+    batch = build_batch(sampler, emb_u, emb_i, users, items, None, mode="in_batch", train_keys=train, num_items=10)
+    assert batch.meta["known_positives_masked"] and batch.meta["negatives"] == "in_batch"
+    neg, valid = batch.neg_logits.detach(), batch.neg_mask
+    for row in range(4):
+        want = neg[row][valid[row]].min() if valid[row].any() else neg[row].min()
+        assert float(batch.floor_logit[row]) == pytest.approx(float(want))
+    assert not valid[0].any() and valid[1].any() and not valid[1].all()  # both cases are exercised
+    assert not batch.floor_logit.requires_grad
+    unmasked = build_batch(sampler, emb_u, emb_i, users, items, None, mode="in_batch", train_keys=None, num_items=10)
+    assert not unmasked.meta["known_positives_masked"]
+
+
+def test_sampled_modes_without_sampled_items_are_refused():
+    sampler = cl.make_sampler("query_key", similarity="cosine", temperature=0.2)
+    emb_u, emb_i = torch.randn(2, 4), torch.randn(5, 4)
+    for mode in ("sampled", "both"):
+        for sampled in (None, torch.tensor([], dtype=torch.long)):
+            with pytest.raises(ValueError, match="needs sampled items"):
+                build_batch(sampler, emb_u, emb_i, torch.tensor([0, 1]), torch.tensor([0, 1]), sampled, mode=mode,
+                            train_keys=None, num_items=5)
+
+
+def test_is_known_with_one_or_no_training_interaction():
+    one = _keys([(1, 2)], 5)
+    assert is_known(one, torch.tensor([1, 1, 0]), torch.tensor([2, 3, 2]), 5).tolist() == [True, False, False]
+    assert not is_known(_keys([], 5), torch.tensor([1]), torch.tensor([2]), 5).any()
 
 
 # ----------------------------------------------------------------------------------------------- metrics
@@ -193,3 +275,34 @@ def test_metrics_match_a_per_user_loop_on_a_random_split():
         for k in (5, 20):
             want = _naive_metrics(scores, train, test, k)
             assert {key: got[key] for key in want} == pytest.approx(want, abs=1e-12)
+
+
+def test_one_evaluated_user_and_a_cut_off_above_the_item_count():
+    """A single user with test items is a mean over one user, not "no users"; K may exceed the items there are."""
+    # 2 users × 4 items; u0: train {0}, test {1, 2}; u1: train {3}, no test items (not evaluated)
+    split = Split(make_part(torch.tensor([0, 1]), torch.tensor([0, 3]), 2, 4),
+                  make_part(torch.tensor([0, 0]), torch.tensor([1, 2]), 2, 4), 2, 4, 0, "one-user")
+    scores = torch.tensor([[0.4, 0.1, 0.3, 0.2], [0.1, 0.2, 0.3, 0.4]], dtype=torch.float64)
+    got = ranking_metrics(matrix_scorer(scores), split, ks=(2, 10), prefix="")
+    for k in (2, 10):  # ranks of u0 without item 0: 2, 3, 1 → hits 1, 0, 1
+        want = _naive_metrics(scores, {0: {0}, 1: {3}}, {0: {1, 2}, 1: set()}, k)
+        assert {key: got[key] for key in want} == pytest.approx(want, abs=1e-12)
+    assert got["precision@10"] == pytest.approx(2 / 10) and got["recall@10"] == 1.0
+
+
+def test_popularity_scores_every_user_by_the_training_counts():
+    """The popularity baseline: each row of every user range is the items' training interaction counts."""
+    split = Split(make_part(torch.tensor([0, 1, 1, 2, 3]), torch.tensor([2, 2, 0, 2, 0]), 4, 3),
+                  make_part(torch.tensor([0, 2]), torch.tensor([0, 0]), 4, 3), 4, 3, 0, "pop")
+    counts = torch.tensor([2.0, 0.0, 3.0])  # item 0: users 1, 3; item 1: none; item 2: users 0, 1, 2
+    score = popularity_scorer(split)
+    for u0, u1 in ((0, 4), (1, 3), (3, 4)):
+        torch.testing.assert_close(score(u0, u1), counts[None, :].repeat(u1 - u0, 1))
+
+
+def test_the_default_cut_offs_are_bcl_table_10s():
+    """Precision/Recall/NDCG at 5, 10 and 20 (BCL Table 10), logged as eval/<metric>@<K>."""
+    assert tuple(DEFAULT_KS) == (5, 10, 20)
+    assert metric_names() == [f"eval/{m}@{k}" for k in (5, 10, 20) for m in ("precision", "recall", "ndcg")]
+    got = ranking_metrics(matrix_scorer(SCORES), _toy_split())
+    assert sorted(got) == sorted(metric_names())

@@ -238,3 +238,46 @@ def test_a_misspelt_from_density_is_named_as_such():
                                           r"'from-density'\?"):
         _config("bcl", ["loss.tau_plus=from-densty"])
     assert _config("dcl", ["loss.tau_plus='0.25'"]).loss.hparams()["tau_plus"] == 0.25  # a quoted number still works
+
+
+def test_the_cpu_time_estimate_matches_the_documented_measurement():
+    """docs/recsys.md: "about 13 h for paper-ml1m, where we measured ≈ 1.1 s per step at batch 2048" on a CPU.
+    paper-ml1m: 100 epochs of 800,167 // 2048 = 390 steps."""
+    task = RecsysTask()
+    config = resolve_config(task, preset="paper-ml1m", loss="bcl", sets=["data.root=/nonexistent"])
+    seconds = task.estimate_seconds(config, "cpu")
+    assert 12 * 3600 <= seconds <= 14 * 3600
+    assert seconds / (100 * (800_167 // 2048)) == pytest.approx(1.1, rel=0.15)
+    assert task.estimate_seconds(config, "cuda") < seconds / 50  # the GPU guess is far faster
+    few = resolve_config(task, preset="paper-ml1m", loss="bcl", sets=["data.root=/nonexistent", "train.max_steps=390"])
+    assert task.estimate_seconds(few, "cpu") == pytest.approx(seconds / 100)  # train.max_steps caps the steps
+    assert task.estimate_seconds(resolve_config(task, preset="paper", sets=["data.dataset=csv"]), "cpu") is None
+    smoke = task.estimate_seconds(resolve_config(task, preset="smoke"), "cpu")  # "about 6 s of training"
+    assert 2 <= smoke <= 15
+
+
+def test_check_boundaries_of_cut_offs_batch_and_sampled_negatives():
+    """K up to the item count, a batch up to the training interactions, num_negatives up to the items."""
+    task = RecsysTask()
+    _, split = task.problem(_config())
+    n_train = len(split.train)
+    for extra in (["eval.ks=[1,20,100]"], [f"train.batch_size={n_train}"],
+                  ["train.negatives=sampled", "train.num_negatives=100"], ["train.num_negatives=101"],
+                  ["data.synthetic.min_per_user=7", "data.synthetic.max_per_user=7"]):
+        task.check(_config("dcl", extra))  # the last: num_negatives is unused with in_batch negatives
+    for extra, message in ((["eval.ks=[0,20]"], "must be positive cut-offs"), (["eval.ks=[]"], "must be positive"),
+                           (["eval.ks=[20,101]"], "K=101 exceeds the 100 items"),
+                           ([f"train.batch_size={n_train + 1}"], f"exceeds the {n_train} training interactions"),
+                           (["train.negatives=both", "train.num_negatives=101"], "num_negatives=101 exceeds"),
+                           (["data.synthetic.min_per_user=8", "data.synthetic.max_per_user=7"], "min_per_user must")):
+        with pytest.raises(ConfigError, match=message):
+            task.check(_config("dcl", extra))
+
+
+def test_a_density_of_one_cannot_be_tau_plus(tmp_path):
+    """Every user has every item: τ⁺ = 1 would leave no negatives, so from-density refuses it."""
+    path = tmp_path / "full.csv"
+    path.write_text("".join(f"{u},{i}\n" for u in range(6) for i in range(6)))
+    with pytest.raises(ConfigError, match=r"the density 1 is not in \(0, 1\)"):
+        resolve_config(RecsysTask(), preset="smoke", loss="dcl",
+                       sets=["data.dataset=csv", f"data.root={path}", "loss.tau_plus=from-density"])
