@@ -89,7 +89,8 @@ class LightGCNEncoder(MFEncoder):
         """Number of propagation layers K."""
         n = self.num_users + self.num_items
         if graph is None:
-            graph = torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0), (n, n))
+            graph = torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0), (n, n),
+                                            check_invariants=True)
         if tuple(graph.shape) != (n, n):
             raise cl.ConfigError(f"encoder 'lightgcn': graph must be [{n}, {n}] (users + items), got "
                                  f"{tuple(graph.shape)}")
