@@ -12,7 +12,14 @@ import pytest
 
 import contrastlab.platform.rundir as rundir_module
 from contrastlab.platform.errors import ConfigError, RunDirError, StorageError
-from contrastlab.platform.rundir import RunDir, check_writable_dir, find_run_dirs, strict_json
+from contrastlab.platform.rundir import (
+    RunDir,
+    check_writable_dir,
+    find_run_dirs,
+    first_missing,
+    remove_created,
+    strict_json,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYOUT_NAMES = {
@@ -263,3 +270,42 @@ def test_a_run_needs_both_files_and_summary_reads_summary_json(tmp_path: Path) -
     assert layout.summary() == {"metrics": {"acc": 0.5}}
     layout.summary_json.write_text("[1, 2]")  # not an object
     assert layout.summary() == {}
+
+
+def test_write_start_removes_a_part_written_run_json(tmp_path: Path, monkeypatch) -> None:
+    """A disk that fills up in the middle of run.json leaves a part of the file; the start removes it with the
+    config.yaml it made, so the user's empty --run-name folder stays empty."""
+    import errno
+
+    layout = RunDir(tmp_path)
+    write_text = Path.write_text
+
+    def full_disk_midway(self: Path, text: str, *args: Any, **kwargs: Any) -> int:
+        if self.name == "run.json":
+            write_text(self, text[:5])
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return write_text(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full_disk_midway)
+    with pytest.raises(OSError, match="No space left"):
+        layout.write_start("seed: 1\n", '{"plugin": "toy"}')
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+    layout.config_yaml.write_text("seed: 1\n")  # another start made it meanwhile
+    with pytest.raises(ConfigError, match="just started by another platform train"):
+        layout.write_start("seed: 2\n", "{}")
+    assert layout.config_yaml.read_text() == "seed: 1\n" and not layout.run_json.exists()
+
+
+def test_first_missing_and_the_clean_up_stop_at_what_existed(tmp_path: Path) -> None:
+    """A failed start removes only the folders it made: an empty folder of the user's above them stays."""
+    users = tmp_path / "empty"  # the user's own, empty
+    users.mkdir()
+    run_dir = users / "runs" / "toy" / "dcl" / "r"
+    assert first_missing(users) is None and first_missing(tmp_path) is None
+    made = first_missing(run_dir.parent)
+    assert made == users / "runs"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text("{}")
+    remove_created(run_dir, True, made)
+    assert users.is_dir() and list(users.iterdir()) == []
