@@ -574,7 +574,7 @@ def test_reopening_a_run_whose_plugin_contrastlab_plugins_leaves_out_names_the_v
             "loads only the built-ins and the packages it names") in " ".join(out.split()), out
 
 
-@pytest.mark.parametrize("wall", ["abc", None, -5, [1]])
+@pytest.mark.parametrize("wall", ["abc", None, -5, [1], float("inf"), True])
 def test_a_damaged_wall_time_in_run_json_does_not_stop_a_resume(toy_pm: PluginManager, tmp_path: Path, wall) -> None:
     """From a bad-input sweep: ``"wall_time_s": "abc"`` (or null) in run.json made ``--resume`` end in a
     ValueError traceback at the first log line. The wall time is bookkeeping: an unusable value counts as 0."""
@@ -645,14 +645,15 @@ def test_a_failed_run_records_its_error_and_wall_time(toy_pm: PluginManager, tmp
     clock = [10.0]
     monkeypatch.setattr(run_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     task = get_task_plugin("toy_clusters")
-    run = Run.create(task, resolve_config(task), tmp_path, run_name="r")
-    clock[0] = 12.5
+    run = Run.create(task, resolve_config(task, sets=["checkpoint_every=1"]), tmp_path, run_name="r")
+    assert not run.checkpoint_due(0) and run.checkpoint_due(1) and run.checkpoint_due(2)
+    clock[0] = 10.5
     run.mark("failed", error="RuntimeError: boom")
     info = json.loads(run.rundir.run_json.read_text())
-    assert (info["status"], info["error"], info["wall_time_s"]) == ("failed", "RuntimeError: boom", 2.5)
+    assert (info["status"], info["error"], info["wall_time_s"]) == ("failed", "RuntimeError: boom", 0.5)
     resumed = Run.open(run.dir)
     assert (resumed.info["status"], resumed.info["error"]) == ("running", None)
-    assert resumed.elapsed() == 2.5  # nothing since the resume yet
+    assert resumed.elapsed() == 0.5  # nothing since the resume yet; under a second counts too
     resumed.close()
 
 
@@ -676,6 +677,17 @@ def test_a_checkpoint_restores_the_rng_and_records_the_progress(toy_pm: PluginMa
         torch.manual_seed(123)
         run.save_checkpoint({"w": 1}, 2)
     assert run.info["progress"] == 0.25
+    with run.progress(8, part=(0.5, 1.0)) as bar:  # the second half of the run: 0.5 + 0.5 * 2/8
+        bar.update(2)
+        run.save_checkpoint({"w": 0}, 1)
+        assert run.info["progress"] == 0.625
+        bar.update(7)  # past its total: the part ends at its end
+        run.save_checkpoint({"w": 0}, 1)
+        assert run.info["progress"] == 1.0
+    with run.progress(8) as bar:
+        bar.update(2)
+        torch.manual_seed(123)
+        run.save_checkpoint({"w": 1}, 2)
     expected = torch.rand(3)
     torch.manual_seed(7)
     state = run.load_checkpoint()
@@ -686,6 +698,12 @@ def test_a_checkpoint_restores_the_rng_and_records_the_progress(toy_pm: PluginMa
     torch.manual_seed(7)
     run.load_checkpoint(restore_rng=False)
     assert torch.equal(torch.rand(3), unchanged)
+    from contrastlab.platform.checkpoints import CheckpointStore
+
+    asked = []
+    with monkeypatch.context() as m:  # tensors land on the run's device (--device), not where they were saved
+        m.setattr(CheckpointStore, "load", lambda self, map_location=None: asked.append(map_location))
+        assert run.load_checkpoint() is None and asked == [run.device]
     run.mark("interrupted")
 
     info = json.loads(run.rundir.run_json.read_text())
