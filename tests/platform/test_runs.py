@@ -605,6 +605,7 @@ def test_wall_time_status_and_clamp_mean_carry_over_a_stop_and_a_resume(toy_pm: 
     monkeypatch.setattr(run_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     task = get_task_plugin("toy_clusters")
     run = Run.create(task, resolve_config(task, sets=["checkpoint_every=5"]), tmp_path, run_name="r")
+    assert not run.resumed  # plugins load a checkpoint only when resumed
     assert not run.checkpoint_due(0) and run.checkpoint_due(5) and run.checkpoint_due(10)
     assert not run.checkpoint_due(4) and not run.checkpoint_due(6)
     clock[0] = 103.0
@@ -628,6 +629,7 @@ def test_wall_time_status_and_clamp_mean_carry_over_a_stop_and_a_resume(toy_pm: 
     clock[0] = 203.0
     summary = resumed.finish({"m": 1})
     assert summary["wall_time_s"] == 8.0 and summary["metrics"]["m"] == 1.0
+    assert resumed.resumed and summary["labels_used"] is False  # no plugin said labels reached the loss
     assert summary["metrics"]["train/clamped_frac"] == pytest.approx((0.2 + 0.4) / 2)
     info = json.loads(run.rundir.run_json.read_text())
     assert (info["status"], info["error"], info["wall_time_s"]) == ("completed", None, 8.0)
