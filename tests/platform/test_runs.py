@@ -574,7 +574,7 @@ def test_reopening_a_run_whose_plugin_contrastlab_plugins_leaves_out_names_the_v
             "loads only the built-ins and the packages it names") in " ".join(out.split()), out
 
 
-@pytest.mark.parametrize("wall", ["abc", None, -5, [1]])
+@pytest.mark.parametrize("wall", ["abc", None, -5, [1], float("inf"), True])
 def test_a_damaged_wall_time_in_run_json_does_not_stop_a_resume(toy_pm: PluginManager, tmp_path: Path, wall) -> None:
     """From a bad-input sweep: ``"wall_time_s": "abc"`` (or null) in run.json made ``--resume`` end in a
     ValueError traceback at the first log line. The wall time is bookkeeping: an unusable value counts as 0."""
@@ -587,3 +587,132 @@ def test_a_damaged_wall_time_in_run_json_does_not_stop_a_resume(toy_pm: PluginMa
     assert code == 0 and "Traceback" not in out, out
     info = json.loads((run_dir / "run.json").read_text())
     assert info["status"] == "completed" and isinstance(info["wall_time_s"], float) and info["wall_time_s"] >= 0
+
+
+def test_wall_time_status_and_clamp_mean_carry_over_a_stop_and_a_resume(toy_pm: PluginManager, tmp_path: Path,
+                                                                        monkeypatch) -> None:
+    """What ``--resume`` promises: ``wall_time_s`` is the time spent training, summed over every start (a checkpoint,
+    a stop and the finish each count the seconds since the last of them once); ``run.json`` says interrupted, then
+    running, then completed; ``train/clamped_frac`` in summary.json is the mean of the rows the run kept."""
+    from types import SimpleNamespace
+
+    import contrastlab.platform.run as run_module
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.plugins import get_task_plugin
+    from contrastlab.platform.run import Run
+
+    clock = [100.0]
+    monkeypatch.setattr(run_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    task = get_task_plugin("toy_clusters")
+    run = Run.create(task, resolve_config(task, sets=["checkpoint_every=5"]), tmp_path, run_name="r")
+    assert not run.resumed  # plugins load a checkpoint only when resumed
+    assert not run.checkpoint_due(0) and run.checkpoint_due(5) and run.checkpoint_due(10)
+    assert not run.checkpoint_due(4) and not run.checkpoint_due(6)
+    clock[0] = 103.0
+    run.log({"train/clamped_frac": 0.2, "x": float("nan")}, 1)
+    run.save_checkpoint({"w": 1}, 1)
+    assert run.info["wall_time_s"] == 3.0 and run.info["last_checkpoint_step"] == 1
+    clock[0] = 104.0
+    run.log({"train/clamped_frac": 0.9}, 2)  # after the checkpoint: dropped by the resume
+    clock[0] = 105.0
+    run.mark("interrupted")
+    info = json.loads(run.rundir.run_json.read_text())
+    assert (info["status"], info["error"], info["wall_time_s"]) == ("interrupted", None, 5.0)
+
+    clock[0] = 200.0  # the time between the stop and the resume is not the run's
+    resumed = Run.open(run.dir)
+    assert json.loads(run.rundir.run_json.read_text())["status"] == "running"
+    clock[0] = 202.0
+    resumed.log({"train/clamped_frac": 0.4, "train/clamped_frac_other": float("inf")}, 2)
+    assert [row["wall_time"] for row in read_metrics(run.dir)] == [3.0, 7.0]  # the step-2 row of the first start
+    assert read_metrics(run.dir)[0]["x"] is None  # went
+    clock[0] = 203.0
+    summary = resumed.finish({"m": 1})
+    assert summary["wall_time_s"] == 8.0 and summary["metrics"]["m"] == 1.0
+    assert resumed.resumed and summary["labels_used"] is False  # no plugin said labels reached the loss
+    assert summary["metrics"]["train/clamped_frac"] == pytest.approx((0.2 + 0.4) / 2)
+    info = json.loads(run.rundir.run_json.read_text())
+    assert (info["status"], info["error"], info["wall_time_s"]) == ("completed", None, 8.0)
+    assert json.loads(run.rundir.summary_json.read_text())["wall_time_s"] == 8.0
+
+
+def test_a_failed_run_records_its_error_and_wall_time(toy_pm: PluginManager, tmp_path: Path, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    import contrastlab.platform.run as run_module
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.plugins import get_task_plugin
+    from contrastlab.platform.run import Run
+
+    clock = [10.0]
+    monkeypatch.setattr(run_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    task = get_task_plugin("toy_clusters")
+    run = Run.create(task, resolve_config(task, sets=["checkpoint_every=1"]), tmp_path, run_name="r")
+    assert not run.checkpoint_due(0) and run.checkpoint_due(1) and run.checkpoint_due(2)
+    clock[0] = 10.5
+    run.mark("failed", error="RuntimeError: boom")
+    info = json.loads(run.rundir.run_json.read_text())
+    assert (info["status"], info["error"], info["wall_time_s"]) == ("failed", "RuntimeError: boom", 0.5)
+    resumed = Run.open(run.dir)
+    assert (resumed.info["status"], resumed.info["error"]) == ("running", None)
+    assert resumed.elapsed() == 0.5  # nothing since the resume yet; under a second counts too
+    resumed.close()
+
+
+def test_a_checkpoint_restores_the_rng_and_records_the_progress(toy_pm: PluginManager, tmp_path: Path,
+                                                                monkeypatch) -> None:
+    """A resumed run draws the random numbers the uninterrupted run would have drawn (unless ``restore_rng=False``);
+    run.json's ``progress`` is the share of the bar done at the checkpoint; a damaged ``wall_time_s`` counts as 0."""
+    from types import SimpleNamespace
+
+    import torch
+
+    import contrastlab.platform.run as run_module
+    from contrastlab.platform.config import resolve_config
+    from contrastlab.platform.plugins import get_task_plugin
+    from contrastlab.platform.run import Run
+
+    task = get_task_plugin("toy_clusters")
+    run = Run.create(task, resolve_config(task), tmp_path, run_name="r")
+    with run.progress(8) as bar:
+        bar.update(2)
+        torch.manual_seed(123)
+        run.save_checkpoint({"w": 1}, 2)
+    assert run.info["progress"] == 0.25
+    with run.progress(8, part=(0.5, 1.0)) as bar:  # the second half of the run: 0.5 + 0.5 * 2/8
+        bar.update(2)
+        run.save_checkpoint({"w": 0}, 1)
+        assert run.info["progress"] == 0.625
+        bar.update(7)  # past its total: the part ends at its end
+        run.save_checkpoint({"w": 0}, 1)
+        assert run.info["progress"] == 1.0
+    with run.progress(8) as bar:
+        bar.update(2)
+        torch.manual_seed(123)
+        run.save_checkpoint({"w": 1}, 2)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    state = run.load_checkpoint()
+    assert state is not None and state["step"] == 2 and state["w"] == 1
+    assert torch.equal(torch.rand(3), expected)
+    torch.manual_seed(7)
+    unchanged = torch.rand(3)
+    torch.manual_seed(7)
+    run.load_checkpoint(restore_rng=False)
+    assert torch.equal(torch.rand(3), unchanged)
+    from contrastlab.platform.checkpoints import CheckpointStore
+
+    asked = []
+    with monkeypatch.context() as m:  # tensors land on the run's device (--device), not where they were saved
+        m.setattr(CheckpointStore, "load", lambda self, map_location=None: asked.append(map_location))
+        assert run.load_checkpoint() is None and asked == [run.device]
+    run.mark("interrupted")
+
+    info = json.loads(run.rundir.run_json.read_text())
+    run.rundir.run_json.write_text(json.dumps({**info, "wall_time_s": "abc"}))
+    monkeypatch.setattr(run_module, "time", SimpleNamespace(monotonic=lambda: 5.0))
+    resumed = Run.open(run.dir)
+    assert resumed.elapsed() == 0.0
+    resumed.is_main = False  # a non-zero torchrun rank: no event files of its own
+    assert resumed.writer.add_scalar("x", 1.0, 1) is None and resumed.rundir.events() == []
+    resumed.close()
