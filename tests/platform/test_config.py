@@ -279,3 +279,91 @@ def test_a_section_key_given_without_its_section_names_where_it_goes(toy_pm: Plu
         resolve_config(toy(), sets=["steps=5"])
     with pytest.raises(ConfigError, match=r"unknown config key 'sed'; .*Did you mean 'seed'\?$"):  # a plain typo
         resolve_config(toy(), sets=["sed=5"])
+
+
+def test_error_lines_name_the_section_and_keep_a_validators_own_words() -> None:
+    """An unknown key inside a section lists that section's keys; a field validator's message is shown without
+    pydantic's "Value error, " prefix; a whole-section check names the section (not ``key={...}``)."""
+    from contrastlab.platform.plugins import get_task_plugin
+
+    cases = [
+        ("graph", "sed=5", "unknown config key 'sed'; valid keys: augment, "),
+        ("graph", "train.epochz=3", "unknown config key 'train.epochz'; valid keys in 'train': batch_size, epochs, "
+                                    "log_every, lr, max_steps, weight_decay. Did you mean 'epochs'?"),
+        ("pu", "data.dataset=banana", "invalid config value data.dataset='banana': unknown dataset 'banana'; valid: "),
+        ("recsys", "data.synthetic.users=200000", "invalid config section data.synthetic: users × items = 200000 × "),
+    ]
+    for plugin, item, message in cases:
+        with pytest.raises(ConfigError) as info:
+            resolve_config(get_task_plugin(plugin), sets=[item])
+        assert str(info.value).startswith(message), str(info.value)
+
+
+@pytest.mark.parametrize(("plugin", "sampler"), [("graph", "multi_view"), ("recsys", "two_view")])
+def test_a_sampler_chosen_by_flag_takes_its_own_defaults_not_the_plugins_default_samplers(plugin: str,
+                                                                                          sampler: str) -> None:
+    """graph's default sampler is two_view at temperature 0.2 and recsys's query_key (cosine, 0.2): ``--sampler
+    NAME`` must get NAME's registered defaults, not those values (nor a ``similarity`` two_view does not have)."""
+    from contrastlab.platform.plugins import get_task_plugin
+
+    spec = resolve_config(get_task_plugin(plugin), sampler=sampler).sampler
+    defaults = {h.name: h.default for h in registry("sampler").get(sampler).hyperparameters}
+    assert (spec.name, spec.hparams()) == (sampler, defaults)
+
+
+def test_a_config_file_naming_another_sampler_drops_the_presets_sampler_values(tmp_path: Path) -> None:
+    """graph's paper preset sets ``sampler: {name: two_view, temperature: 0.2}``; a ``--config`` file with
+    ``sampler: {name: multi_view}``, ``--sampler multi_view`` and ``--set sampler.name=multi_view`` all mean
+    multi_view at its own default temperature."""
+    from contrastlab.platform.plugins import get_task_plugin
+
+    file = tmp_path / "c.yaml"
+    file.write_text(yaml.safe_dump({"sampler": {"name": "multi_view"}}))
+    graph = get_task_plugin("graph")
+    for how in ({"config_file": file}, {"sampler": "multi_view"}, {"sets": ["sampler.name=multi_view"]}):
+        spec = resolve_config(graph, preset="paper", **how).sampler
+        assert (spec.name, spec.hparams()) == ("multi_view", {"temperature": 0.5}), how  # MultiViewSampler's default
+
+
+def test_set_edge_cases_give_one_line_errors_or_the_documented_values() -> None:
+    """``--set train=5`` and a scalar for a list field are one-line errors (not a crash in the number check);
+    ``--loss dcl --set loss.tau_plus=0.3`` is no conflict; a whole-section ``--set loss={...}`` forgets the
+    hyperparameters set before it, so a later ``loss.name`` does not bring them back."""
+    from contrastlab.platform.plugins import get_task_plugin
+
+    graph = get_task_plugin("graph")
+    for item, message in (("train=5", "invalid config value train=5: "),
+                          ("eval.c_grid=5", "invalid config value eval.c_grid=5: ")):
+        with pytest.raises(ConfigError) as info:
+            resolve_config(graph, sets=[item])
+        assert str(info.value).startswith(message), str(info.value)
+    assert resolve_config(graph, loss="dcl", sets=["loss.tau_plus=0.3"]).loss.hparams()["tau_plus"] == 0.3
+    dcl_default = next(h.default for h in registry("loss").get("dcl").hyperparameters if h.name == "tau_plus")
+    cfg = resolve_config(graph, sets=["loss.tau_plus=0.3", "loss={name: infonce}", "loss.name=dcl"])
+    assert cfg.loss.hparams()["tau_plus"] == dcl_default != 0.3
+
+
+def test_malformed_yaml_names_the_line_and_column(tmp_path: Path) -> None:
+    from contrastlab.platform.config import load_yaml_file
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: 1\nb: [1,\n")
+    with pytest.raises(ConfigError) as info:
+        load_yaml_file(bad)
+    with pytest.raises(yaml.YAMLError) as raw:
+        yaml.safe_load(bad.read_text())
+    assert str(info.value) == f"malformed YAML in {bad} (line 3, column 1): {raw.value.problem}", str(info.value)
+
+
+def test_a_config_file_value_a_later_set_completes_is_not_refused_on_its_own(tmp_path: Path) -> None:
+    """A whole-section check (recsys: users × items within the generator's limit) is judged on the full config:
+    a ``--config`` file raising ``users`` with ``--set`` lowering ``items`` is valid, and the file is not blamed."""
+    from contrastlab.platform.plugins import get_task_plugin
+
+    file = tmp_path / "c.yaml"
+    file.write_text(yaml.safe_dump({"data": {"synthetic": {"users": 200_000}}}))
+    cfg = resolve_config(get_task_plugin("recsys"), config_file=file, sets=["data.synthetic.items=100"])
+    assert (cfg.data.synthetic.users, cfg.data.synthetic.items) == (200_000, 100)
+    with pytest.raises(ConfigError) as info:  # without the --set the full config is refused, naming the section
+        resolve_config(get_task_plugin("recsys"), config_file=file)
+    assert str(info.value).startswith("invalid config section data.synthetic: users × items = 200000 × 500")
