@@ -193,6 +193,13 @@ class _TaskWithoutDefaultPreset(cl.TaskPlugin):
     presets = {"big": {}}
 
 
+class _TaskWithAPresetThatIsNoDict(cl.TaskPlugin):
+    """A third-party task one of whose presets is a list, not a dict of overrides."""
+
+    name = "bad_task"
+    presets = {"smoke": {}, "big": ["train.steps=5"]}
+
+
 class _NotATaskPlugin:
     """A plugin class that does not subclass ``TaskPlugin``."""
 
@@ -216,10 +223,12 @@ def _plugin_module(task: type) -> object:
       "not a subclass of contrastlab.TaskConfig"),
      (_plugin_module(_TaskWithoutDefaultPreset), "plugin 'bad_task' from package 'contrastlab-toy': its default "
       "preset 'smoke' is not in its presets (big)"),
+     (_plugin_module(_TaskWithAPresetThatIsNoDict), "plugin 'bad_task' from package 'contrastlab-toy': presets must "
+      "be a dict of preset name -> dict of overrides"),
      (_plugin_module(_NotATaskPlugin), "plugin 'bad_task' from package 'contrastlab-toy': "
       "_NotATaskPlugin is not a subclass of contrastlab.TaskPlugin")],
     ids=["sampler-without-accepts", "loss-without-name", "plugin-config-not-taskconfig",
-         "plugin-default-preset-missing", "plugin-not-taskplugin"],
+         "plugin-default-preset-missing", "plugin-preset-not-a-dict", "plugin-not-taskplugin"],
 )
 def test_invalid_registration_skips_the_package_not_every_command(bad, problem, capsys, monkeypatch) -> None:
     import contrastlab_toy.plugin

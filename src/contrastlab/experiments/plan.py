@@ -256,11 +256,3 @@ def _tuned_record_problem(record: Any) -> str:
             return f"{key} is not a list of {label}"
     return ""
 
-
-def read_json_file(path: Path) -> dict[str, Any] | None:
-    """A JSON object from ``path``, or ``None`` when it is missing or unreadable."""
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
