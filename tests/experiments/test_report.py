@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from test_results import write_run as write_run_record
 
 from contrastlab.experiments.report import collect_runs
 
 
 def write_run(root: Path, name: str, info: dict, summary: dict) -> Path:
     """A minimal finished run directory: config.yaml, run.json, summary.json."""
-    run_dir = root / "runs" / "toy" / "dcl" / name
-    run_dir.mkdir(parents=True)
+    run_dir = write_run_record(root / "runs" / "toy" / "dcl", name,
+                               {"plugin": "toy", "preset": "smoke", "status": "completed", **info},
+                               {"metrics": {"score": 0.5}, "primary_metric": "score", **summary})
     (run_dir / "config.yaml").write_text("seed: 1\n")
-    (run_dir / "run.json").write_text(json.dumps(
-        {"plugin": "toy", "loss": "dcl", "seed": 1, "preset": "smoke", "overrides": [], "status": "completed", **info}))
-    (run_dir / "summary.json").write_text(json.dumps({"metrics": {"score": 0.5}, "primary_metric": "score", **summary}))
     return run_dir
 
 
