@@ -174,9 +174,11 @@ def test_a_run_json_that_names_no_plugin_is_one_line(tmp_path: Path, info: dict)
 
 @pytest.mark.parametrize(("value", "expected"), [
     (0, 0.0), (1, 1.0), (0.25, 0.25), (1.0, 1.0), (-0.1, 0.0), (1.5, 0.0), ("0.5", 0.0), (None, 0.0),
+    (True, 0.0), (False, 0.0),
 ])  # fmt: skip
 def test_progress_is_the_recorded_share_between_0_and_1_else_0(tmp_path: Path, value: object, expected: float) -> None:
-    """compare's ETA reads ``progress``: the ends 0 and 1 count, anything outside or not a number is "unknown" (0)."""
+    """compare's ETA reads ``progress``: the ends 0 and 1 count, anything outside or not a number is "unknown" (0).
+    JSON ``true``/``false`` are no share of the run (Python's bool is an int: ``true`` read as 1.0 before)."""
     layout = RunDir(tmp_path)
     assert layout.progress() == 0.0  # no run.json
     layout.run_json.write_text(json.dumps({"progress": value}))

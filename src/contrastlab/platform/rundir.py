@@ -212,7 +212,8 @@ class RunDir:
     def progress(self) -> float:
         """The part of the run done at its latest checkpoint (``run.json``'s ``progress``, 0 to 1; 0 when unknown)."""
         value = self.info().get("progress")
-        return float(value) if isinstance(value, (int, float)) and 0 <= value <= 1 else 0.0
+        is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return float(value) if is_number and 0 <= value <= 1 else 0.0
 
     def summary(self) -> dict[str, Any]:
         """The ``summary.json`` as a dict, ``{}`` if it is missing or unreadable (never raises)."""
