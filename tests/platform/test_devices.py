@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from contrastlab.platform.devices import resolve_device
+from contrastlab.platform.devices import check_device, is_main_process, resolve_device
 from contrastlab.platform.errors import DeviceError
 
 
@@ -36,3 +36,55 @@ def test_plain_cuda_keeps_no_index(two_gpus: None) -> None:
     """``cuda`` stays index-less: the run then leaves the current device alone (``Run`` sets it for ``cuda:K``)."""
     assert resolve_device("cuda").index is None
     assert resolve_device("auto") == torch.device("cuda")
+
+
+@pytest.fixture
+def one_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``torch.cuda`` reports one device."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+
+
+@pytest.fixture
+def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
+def test_plain_cuda_on_a_one_gpu_machine_is_its_device_0(one_gpu: None) -> None:
+    assert resolve_device("cuda") == torch.device("cuda") and resolve_device("cuda:0") == torch.device("cuda", 0)
+
+
+@pytest.mark.parametrize("spec", ["", None, " CPU ", "Auto"])
+def test_cpu_auto_and_an_empty_spec_resolve_without_cuda(no_gpu: None, spec: str | None) -> None:
+    """An empty spec (or ``None``) means auto: the CPU here, not an error that CUDA is missing."""
+    assert resolve_device(spec) == torch.device("cpu")  # type: ignore[arg-type]
+
+
+def test_cpu_stays_the_cpu_on_a_cuda_machine(two_gpus: None) -> None:
+    assert resolve_device("cpu") == torch.device("cpu")
+
+
+def test_cuda_without_cuda_is_one_line(no_gpu: None) -> None:
+    with pytest.raises(DeviceError, match=r"^device 'cuda:1' requested but CUDA is not available here; use --device"):
+        resolve_device("cuda:1")
+
+
+@pytest.mark.parametrize("spec", ["cuda:x", "cuda:-1", "gpu", "cuda:", "cpu0"])
+def test_check_device_refuses_any_other_string_in_one_line(spec: str) -> None:
+    with pytest.raises(DeviceError, match=rf"^unknown device '{spec}'; valid: auto, cpu, cuda, cuda:K$"):
+        check_device(spec)
+
+
+@pytest.mark.parametrize("spec", ["auto", " CUDA:3 ", "cpu", "", None])
+def test_check_device_accepts_the_valid_specs_whatever_the_machine(spec: str | None) -> None:
+    check_device(spec)
+
+
+@pytest.mark.parametrize(("rank", "main"), [(None, True), ("0", True), ("1", False), ("3", False)])
+def test_only_rank_0_of_a_torchrun_job_is_the_main_process(monkeypatch, rank: str | None, main: bool) -> None:
+    if rank is None:
+        monkeypatch.delenv("RANK", raising=False)
+    else:
+        monkeypatch.setenv("RANK", rank)
+    assert is_main_process() is main

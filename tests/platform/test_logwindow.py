@@ -64,3 +64,32 @@ def test_clamp_meter_is_a_window_of_the_clamp_fraction() -> None:
     other.load_state_dict(state)
     assert meter.pop() == other.pop("train/clamped_frac") == {"train/clamped_frac": 0.25}
     assert meter.pop() == {}
+
+
+def test_the_window_keeps_no_autograd_graph() -> None:
+    """A step's loss still carries its graph; a sum that kept it would hold every step's activations until the log."""
+    window, weight = LogWindow(), torch.tensor(3.0, requires_grad=True)
+    for _ in range(2):
+        window.add("loss", weight * 2.0)
+    assert not window.sums["loss"].requires_grad and window.sums["loss"].grad_fn is None
+    assert window.pop() == {"loss": 6.0}
+
+
+def test_add_all_prefixes_every_name() -> None:
+    window = LogWindow()
+    window.add_all({"clamped_frac": torch.tensor(0.5), "missing": None}, prefix="train/")
+    window.add_all({"clamped_frac": 1.5}, prefix="train/")
+    assert window.pop() == {"train/clamped_frac": 1.0}
+
+
+def test_a_restored_window_moves_its_tensor_sums_to_the_device_and_keeps_number_sums() -> None:
+    saved = LogWindow()
+    saved.add("loss", torch.tensor(2.0))
+    saved.add("episodes", 3)
+    restored = LogWindow()
+    restored.load_state_dict(saved.state_dict(), device="meta")
+    assert restored.sums["loss"].device.type == "meta" and restored.sums["episodes"] == 3.0
+    assert restored.counts == {"loss": 1, "episodes": 1}
+    kept = LogWindow()
+    kept.load_state_dict(saved.state_dict())  # no device: as saved
+    assert kept.sums["loss"].device.type == "cpu" and kept.pop() == {"loss": 2.0, "episodes": 3.0}

@@ -84,7 +84,53 @@ def test_broken_and_duplicate_packages_warn_once_and_the_rest_works(site: Path, 
     twin = [line for line in lines if "'twin'" in line]
     assert len(twin) == 1, lines
     assert "contrastlab-first" in twin[0] and "contrastlab-second" in twin[0] and "CONTRASTLAB_PLUGINS" in twin[0]
+    # two third-party packages: the advice is how to get the second one's, not how to drop it (it is dropped)
+    assert twin[0].endswith("keeping the one from 'contrastlab-first'. To use the one from 'contrastlab-second', "
+                            "leave 'contrastlab-first' out: uninstall it or set CONTRASTLAB_PLUGINS=contrastlab-second")
     assert all(line.startswith("warning: ") for line in lines)
+
+
+def test_an_entry_point_without_a_distribution_is_named_by_its_top_level_module() -> None:
+    import importlib.metadata as md
+
+    assert plugins._dist_of(md.EntryPoint(name="x", value="pkg_mod.sub:hooks", group="contrastlab")) == "pkg_mod"
+
+
+def test_an_entry_point_name_taken_by_another_package_keeps_the_first(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Two packages whose entry points share a name: the first package's (by name) loads, the other one is left
+    out with a warning naming both, and how to leave the other one out."""
+    site = tmp_path / "site"
+    site.mkdir()
+    fake_dist(site, "contrastlab-aaa", "hooks", "cl_aaa", LOSS_MODULE.format(loss="from_aaa", dist="aaa"))
+    fake_dist(site, "contrastlab-bbb", "hooks", "cl_bbb", LOSS_MODULE.format(loss="from_bbb", dist="bbb"))
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delenv("CONTRASTLAB_PLUGINS", raising=False)
+    monkeypatch.setattr(plugins, "_warned", set())
+    pm = PluginManager()
+    losses = pm.registries["loss"]
+    assert "from_aaa" in losses and "from_bbb" not in losses and pm.info["hooks"].package == "contrastlab-aaa"
+    (line,) = ours(capsys.readouterr().err)
+    assert line == ("warning: entry point 'hooks' is provided by package 'contrastlab-aaa' and again by package "
+                    "'contrastlab-bbb'; keeping the one from 'contrastlab-aaa'. To leave 'contrastlab-bbb' out, "
+                    "uninstall it or set CONTRASTLAB_PLUGINS=contrastlab-aaa")
+
+
+def test_a_package_with_a_misspelt_hook_is_left_out_whole(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Its module imports and registers, then pluggy finds a hook no spec knows: its other hooks (a valid
+    ``register_losses``) must go too, or its loss would be registered by a package reported as skipped."""
+    site = tmp_path / "site"
+    site.mkdir()
+    misspelt = LOSS_MODULE.format(loss="half_typo", dist="typo") + (
+        "\n\n@cl.hookimpl\ndef register_lossess(register):\n    pass\n")
+    fake_dist(site, "contrastlab-typo", "typo", "cl_typo", misspelt)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delenv("CONTRASTLAB_PLUGINS", raising=False)
+    monkeypatch.setattr(plugins, "_warned", set())
+    pm = PluginManager()
+    assert "half_typo" not in pm.registries["loss"] and "dcl" in pm.registries["loss"]
+    assert "contrastlab-typo" in pm.skipped and "typo" not in pm.info and not pm.pm.has_plugin("typo")
+    (line,) = ours(capsys.readouterr().err)
+    assert "register_lossess" in line and line.startswith("warning: plugin package 'contrastlab-typo' skipped")
 
 
 def test_allow_list_workaround_silences_the_broken_package(site: Path, monkeypatch, capsys) -> None:

@@ -29,6 +29,22 @@ def test_builtins_are_registered_as_plugins_of_package_contrastlab() -> None:
     assert pm.registries["loss"].get("dcl").package == "contrastlab"
 
 
+def test_plugins_lists_each_module_with_its_package_version_and_hooks() -> None:
+    """What `platform plugins` shows: a module's own name, and for an object of hooks the module of its class."""
+
+    class Hooks:
+        @cl.hookimpl
+        def register_losses(self, register) -> None:
+            """Registers nothing."""
+
+    pm = PluginManager(entry_points=False)
+    pm.register_module(Hooks(), package="not-installed-pkg", name="hooks")
+    losses = pm.info["contrastlab.losses"]
+    assert (losses.module, losses.package, losses.hooks) == ("contrastlab.losses", "contrastlab", ["register_losses"])
+    hooks = pm.info["hooks"]
+    assert (hooks.module, hooks.version, hooks.hooks) == (__name__, "unknown", ["register_losses"])
+
+
 def test_fixed_registry_names_exist() -> None:
     assert set(cl.list_losses()) >= {
         "infonce",

@@ -200,3 +200,84 @@ def test_a_run_in_training_holds_its_lock(toy_pm: PluginManager, tmp_path: Path)
             fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
         run.finish({"eval/acc": 0.5})
         fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released
+
+
+SAVED = {"seed": 1, "device": "cpu", "keep_checkpoints": 2, "loss": {"name": "dcl", "tau_plus": 0.1},
+         "data": {"root": "/data/a", "download": False, "n": 8}, "train": {"steps": 20, "lr": 0.1}}
+
+
+def _refusal(saved, current) -> str | None:
+    """check_same_config's one-line refusal, or ``None`` when the resume may go on."""
+    from contrastlab.platform.errors import RunDirError
+    from contrastlab.platform.resume import check_same_config
+    from contrastlab.platform.rundir import RunDir
+
+    try:
+        check_same_config(RunDir("/runs/x"), 10, saved, current)
+    except RunDirError as exc:
+        return str(exc)
+    return None
+
+
+def _edited(**changes) -> dict:
+    config = json.loads(json.dumps(SAVED))
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split("__")
+        section = config
+        for key in parents:
+            section = section[key]
+        if value is None:
+            del section[leaf]
+        else:
+            section[leaf] = value
+    return config
+
+
+def test_the_config_check_allows_the_device_the_checkpoints_kept_and_data_locations() -> None:
+    assert _refusal(SAVED, _edited(device="cuda", keep_checkpoints=5, data__root="/mnt/b", data__download=True)) is None
+    assert _refusal(None, _edited(seed=2)) is None and _refusal(SAVED, None) is None  # nothing recorded: no check
+    assert _refusal(SAVED, json.loads(json.dumps(SAVED))) is None
+
+
+def test_the_config_check_refuses_any_other_change_naming_the_first_three() -> None:
+    assert _refusal(SAVED, _edited(seed=2)) == (
+        "cannot resume /runs/x: its config.yaml changed since the checkpoint at step 10 was saved (seed: 1 -> 2); "
+        "put it back, or start a new run with the new config")
+    three = _refusal(SAVED, _edited(seed=2, train__lr=0.2, loss__tau_plus=None))
+    assert "(loss.tau_plus: 0.1 -> '<unset>', seed: 1 -> 2, train.lr: 0.1 -> 0.2);" in three
+    four = _refusal(SAVED, _edited(seed=2, train__lr=0.2, train__steps=30, data__n=4))
+    assert "(data.n: 8 -> 4, seed: 1 -> 2, train.lr: 0.1 -> 0.2 (+1 more));" in four
+    five = _refusal(SAVED, _edited(seed=2, train__lr=0.2, train__steps=30, data__n=4, loss__extra=1))
+    assert "(data.n: 8 -> 4, loss.extra: '<unset>' -> 1, seed: 1 -> 2 (+2 more));" in five
+
+
+def _metrics(tmp_path: Path, rows: list[dict], tail: str = ""):
+    from contrastlab.platform.rundir import RunDir
+
+    layout = RunDir(tmp_path)
+    layout.metrics_jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows) + tail)
+    return layout
+
+
+def test_rewind_without_a_recorded_position_keeps_the_rows_up_to_the_checkpoint_step(tmp_path: Path) -> None:
+    from contrastlab.platform.resume import rewind_logs
+
+    rows = [{"step": 0, "a": 1}, {"step": 10, "a": 2}, {"step": 11, "a": 3}, {"a": 4}]
+    layout = _metrics(tmp_path, rows, tail='{"step": 12, "a"')  # a line cut by a crash
+    kept, purge_step = rewind_logs(layout, 10, None)
+    assert kept == [rows[0], rows[1], rows[3]] and purge_step == 11  # a row without a step counts as step 0
+    assert layout.metrics_jsonl.read_text() == "".join(json.dumps(r) + "\n" for r in kept)
+    kept, purge_step = rewind_logs(_metrics(tmp_path, rows), 0, None)
+    assert kept == [rows[0], rows[3]] and purge_step == 1
+
+
+def test_rewind_to_a_recorded_position_cuts_at_its_byte_and_without_a_checkpoint_empties(tmp_path: Path) -> None:
+    from contrastlab.platform.resume import rewind_logs
+
+    rows = [{"step": 5, "a": 1}, {"step": 5, "a": 2}]
+    layout = _metrics(tmp_path, rows)
+    first = len(json.dumps(rows[0]) + "\n")
+    assert rewind_logs(layout, 5, {"metrics_bytes": first, "events": {}}) == ([rows[0]], None)
+    assert layout.metrics_jsonl.read_text() == json.dumps(rows[0]) + "\n"
+    assert rewind_logs(layout, None, {"metrics_bytes": first, "events": {}}) == ([], None)  # no checkpoint: all go
+    assert layout.metrics_jsonl.read_text() == ""

@@ -148,3 +148,56 @@ def test_closing_another_run_object_of_the_run_keeps_the_lock(toy_pm: PluginMana
             fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
         run.close()  # the last Run that took it
         fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+class _Owner:
+    """Stands for a Run (the lock keeps weak references to its owners)."""
+
+
+def test_the_lock_file_names_this_process_and_host_and_the_first_taker_owns_it(tmp_path: Path) -> None:
+    """``lock_run`` answers whether this call took the lock; the file then holds exactly ``<pid> <host>``, even
+    over what an earlier holder wrote; a second owner shares it, and it is given back when the last one releases."""
+    import os
+    import socket
+
+    from contrastlab.platform.runlock import lock_run, release_run, training_pid
+
+    (tmp_path / ".train.lock").write_text("999999 some-old-host-name")
+    first, second = _Owner(), _Owner()  # two Runs of this process
+    try:
+        assert lock_run(tmp_path, first) is True
+        assert (tmp_path / ".train.lock").read_text() == f"{os.getpid()} {socket.gethostname()}"
+        assert lock_run(tmp_path, second) is False  # shared, not taken again
+        assert training_pid(tmp_path) is None  # this process is not "another process"
+        release_run(tmp_path, first)
+        with open(tmp_path / ".train.lock", "a+") as other, pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # still held for the second
+    finally:
+        release_run(tmp_path, first)
+        release_run(tmp_path, second)
+    with open(tmp_path / ".train.lock", "a+") as other:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # given back
+    assert training_pid(tmp_path) is None  # a lock file nobody holds: nobody is training
+
+
+def test_where_flock_fails_nothing_is_locked_and_nobody_is_seen_training(tmp_path: Path, monkeypatch) -> None:
+    from contrastlab.platform.runlock import lock_run, release_run, training_pid
+
+    def no_flock(fd: object, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "locking not supported")
+
+    owner = object()
+    (tmp_path / ".train.lock").write_text("4242 elsewhere")
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    assert lock_run(tmp_path, owner) is False and training_pid(tmp_path) is None
+    release_run(tmp_path, owner)  # took nothing, gives nothing back
+
+
+def test_without_fcntl_nothing_is_locked(tmp_path: Path, monkeypatch) -> None:
+    """Windows: no ``fcntl``; runs train unlocked and none is seen as trained by another process."""
+    from contrastlab.platform import runlock
+
+    (tmp_path / ".train.lock").write_text("4242 elsewhere")
+    monkeypatch.setattr(runlock, "fcntl", None)
+    assert runlock.lock_run(tmp_path, object()) is False and runlock.training_pid(tmp_path) is None
+    assert not runlock._HELD
