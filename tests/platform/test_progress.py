@@ -41,6 +41,16 @@ def test_plain_lines_print_every_tenth_every_30_seconds_and_at_the_end(clock, ca
     assert lines[-1] == "train 1000/1000 (100%) 25.0 step/s ETA 00:00:00 loss=0.1235  phase=warm-up"
 
 
+def test_plain_lines_of_exact_tenths_print_at_every_tenth(clock, capsys) -> None:
+    """A bar advancing in exact 10 % steps prints a line at each of them: in floating point 0.3 − 0.2 < 0.1, which
+    made the old comparison skip 30 %, 60 %, 80 % and 90 % of a 10-step bar."""
+    with progress.ProgressBar(total=10) as bar:
+        for _ in range(10):
+            bar.update(1)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" (")[0] for line in lines] == [f"train {k}/10" for k in range(1, 11)]
+
+
 def test_a_disabled_bar_prints_nothing_and_draws_no_rich_bar(clock, capsys, monkeypatch) -> None:
     """``enabled=False`` (a torchrun rank other than 0): no plain line, and no rich bar even on a terminal."""
     with progress.ProgressBar(total=10, enabled=False) as bar:

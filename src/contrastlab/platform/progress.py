@@ -103,7 +103,8 @@ class ProgressBar:
             return
         now = time.monotonic()
         fraction = self.done / self.total
-        if fraction >= 1.0 or fraction - self._last_fraction >= 0.1 or now - self._last_print >= 30:
+        # 1e-9: exact tenths (0.3 - 0.2 < 0.1 in floating point) print too
+        if fraction >= 1.0 or fraction - self._last_fraction >= 0.1 - 1e-9 or now - self._last_print >= 30:
             self._last_fraction = fraction
             self._last_print = now
             print(self.line(text), file=sys.stderr, flush=True)
