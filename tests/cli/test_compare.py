@@ -90,3 +90,91 @@ def test_a_run_size_the_private_ray_instance_refuses_writes_nothing(tmp_path: Pa
     assert code == 2 and "the local Ray instance has no GPUs" in one_error(out)
     assert len(out.strip().splitlines()) == 1, out
     assert not out_dir.exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("slurm", None, None, None, None, None, None), "--backend slurm: choose local or ray"),
+    (("local", "auto", None, None, None, None, None), "--address needs --backend ray"),
+    (("ray", None, 2, None, None, None, None), "--jobs/--devices are for --backend local"),
+    (("ray", None, None, "0", None, None, None), "--jobs/--devices are for --backend local"),
+    (("ray", None, None, None, -1.0, 1.0, None), "--cpus-per-run -1 --gpus-per-run 1: must be ≥ 0"),
+    (("ray", None, None, None, 1.0, -0.5, None), "--cpus-per-run 1 --gpus-per-run -0.5: must be ≥ 0"),
+    (("ray", None, None, None, 0.0, None, None), "--cpus-per-run 0 --gpus-per-run 0: must be ≥ 0 and not both 0"),
+    (("ray", None, None, None, None, 1.5, None), "--gpus-per-run 1.5: above 1 it must be a whole number"),
+    (("ray", None, None, None, None, None, -1), "--max-retries -1: must be ≥ 0"),
+])  # fmt: skip
+def test_backend_options_are_refused_at_their_limits(args: tuple, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        check_backend(*args)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(("cpus", "gpus", "retries"), [(0.0, 0.25, 0), (0.5, 0.0, None), (None, 2.0, 3),
+                                                       (None, 1.0, None)])
+def test_backend_options_just_inside_their_limits_pass(cpus: float | None, gpus: float | None,
+                                                       retries: int | None, monkeypatch) -> None:
+    """No CPU with a quarter GPU, half a CPU, whole GPUs above 1, no retries: all allowed; a given ``--address``
+    is checked against the cluster before anything runs."""
+    from contrastlab.experiments import ray_cluster
+
+    checked: list[tuple] = []
+    monkeypatch.setattr(ray_cluster, "import_ray", lambda: None)
+    monkeypatch.setattr(ray_cluster, "check_address", lambda address: None)  # no network in a test
+    monkeypatch.setattr(ray_cluster, "connect_checked", lambda *a: checked.append(a))
+    opts = check_backend("ray", "10.0.0.5:6379", None, None, cpus, gpus, retries)
+    expected = (1.0 if cpus is None else cpus, 0.0 if gpus is None else gpus, 2 if retries is None else retries)
+    assert opts == {"address": "10.0.0.5:6379", "cpus_per_run": expected[0], "gpus_per_run": expected[1],
+                    "max_retries": expected[2]}
+    assert checked == [("10.0.0.5:6379", expected[0], expected[1])]
+    assert check_backend("ray", None, None, None, cpus, gpus, retries) == {**opts, "address": None}
+    assert len(checked) == 1  # the private instance is started later, by compare itself
+
+
+def test_a_bad_rows_key_names_the_sections_runs_have_and_good_keys_pass() -> None:
+    """``--rows`` accepts any dotted key of any run's config; a refusal lists the sections the keys start with."""
+    from types import SimpleNamespace
+
+    from contrastlab.cli.compare import check_row_keys, row_keys
+
+    configs = {"a": SimpleNamespace(model_dump=lambda: {"seed": 1, "loss": {"name": "dcl"}, "train": {"steps": 3}}),
+               "b": SimpleNamespace(model_dump=lambda: {"seed": 2, "env": {"task": "run"}})}
+    check_row_keys(["env.task", "train.steps", "seed"], configs)  # a key of one run is enough
+    with pytest.raises(ConfigError) as info:
+        check_row_keys(["train.stepz"], configs)
+    assert str(info.value) == ("--rows train.stepz is not a config key of these runs; their keys start with env., "
+                               "loss., train. (see platform config)")
+    assert row_keys(" env.task, ,seed ") == ["env.task", "seed"] and row_keys(None) == [] and row_keys(",") == []
+
+
+def test_print_results_echoes_the_main_table_and_the_paired_comparison_only(tmp_path: Path, capsys) -> None:
+    """The answer to "does it help?" is shown, as written (brackets are text, long rows stay whole); other
+    sections of results.md are not; every output is named."""
+    from contrastlab.cli.compare import print_results
+
+    row = "| dcl tau_plus=0.1 | 0.812 ± 0.004 [0.80, 0.82] | 0.795 ± 0.006 [0.78, 0.81] | [b]tie[/b] | 3 of 3 |"
+    (tmp_path / "results.md").write_text(f"# Results\n\n{row}\n\n## Against the baseline (infonce)\n\n| dcl |\n\n"
+                                         "## Failed runs\n\nnone\n")
+    print_results(tmp_path)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:7] == ["# Results", "", row, "", "## Against the baseline (infonce)", "", "| dcl |"], lines
+    names = ("results.csv", "summary.csv", "results.md", "curves.png", "aggregate.png", "final.png")
+    assert lines[7:13] == [f"{name:13s} {tmp_path / name}" for name in names]
+    assert lines[13:] == ["TensorBoard (either command):", f"  platform tensorboard {tmp_path / 'tensorboard'}",
+                          f"  tensorboard --logdir {tmp_path / 'tensorboard'}"]
+
+
+def test_a_report_inside_any_run_or_any_plain_dir_is_refused(tmp_path: Path) -> None:
+    """``--out`` inside one of several runs of a compare output, or inside one of several plain DIRs, would put
+    the report among the runs; beside them it is fine."""
+    from contrastlab.cli.compare import report_home
+
+    for run in ("cmp/runs/r1", "cmp/runs/r2", "a/r3", "b/r4"):
+        (tmp_path / run).mkdir(parents=True)
+        (tmp_path / run / "run.json").write_text("{}")
+    (tmp_path / "cmp" / "compare.json").write_text("{}")
+    for dirs, out in (([tmp_path / "cmp"], tmp_path / "cmp" / "runs" / "r2" / "x"),
+                      ([tmp_path / "a", tmp_path / "b"], tmp_path / "b" / "x")):
+        with pytest.raises(ConfigError, match="is inside the runs being read"):
+            report_home(dirs, out)
+    assert report_home([tmp_path / "cmp"], tmp_path / "cmp" / "report") == tmp_path / "cmp" / "report"
+    assert report_home([tmp_path / "a", tmp_path / "b"], tmp_path / "r") == tmp_path / "r"

@@ -204,9 +204,13 @@ def test_report_needs_out_unless_its_one_dir_is_a_compare_output(toy_pm, tmp_pat
     showed each run twice); several DIRs overwrote the first one's results."""
     for where in ("a", "b"):
         toy.write_synthetic_run(tmp_path / where, final={"score": 0.5})
-    for args in ([str(tmp_path / "a"), str(tmp_path / "b")], [str(tmp_path / "a" / "runs")]):
+    for args, what in (([str(tmp_path / "a"), str(tmp_path / "b")], "several DIRs"),
+                       ([str(tmp_path / "a" / "runs")],
+                        f"{tmp_path / 'a' / 'runs'}, which is not a compare or tune output folder,")):
         result = CliRunner().invoke(app, ["report", *args])
-        assert result.exit_code == 2 and "give --out" in result.output, result.output
+        assert result.exit_code == 2, result.output
+        assert result.output.strip() == (f"error: give --out (e.g. --out report/): with {what} the report would be "
+                                         "written among the runs"), result.output
     assert not list(tmp_path.glob("**/results.md")) and not list(tmp_path.glob("**/tensorboard"))
     (tmp_path / "a" / "compare.json").write_text("{}")
     result = CliRunner().invoke(app, ["report", str(tmp_path / "a")])
