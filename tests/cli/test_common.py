@@ -103,8 +103,7 @@ def test_a_closed_pipe_is_a_quiet_success_and_ctrl_c_exits_130(monkeypatch: pyte
     assert stop.value.exit_code == 1
 
 
-def test_split_csv_and_a_one_paragraph_help() -> None:
-    from contrastlab.cli.common import reflow_help, split_csv
+def test_a_one_paragraph_help() -> None:
+    from contrastlab.cli.common import reflow_help
 
-    assert split_csv(" a, b,,c ") == ["a", "b", "c"] and split_csv(None) == [] and split_csv("") == []
     assert reflow_help("One paragraph\n    on two lines.") == "One paragraph on two lines."

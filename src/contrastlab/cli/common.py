@@ -98,11 +98,6 @@ def not_empty(value: str | None) -> str | None:
     return value
 
 
-def split_csv(value: str | None) -> list[str]:
-    """``"a, b,c"`` → ``["a", "b", "c"]``."""
-    return [part.strip() for part in (value or "").split(",") if part.strip()]
-
-
 def reflow_help(text: str) -> str:
     """A command's docstring as help: each prose paragraph on one line (rich wraps it to the terminal), while a
     paragraph with an indented line (examples, a command continued with ``\\``) keeps its line breaks. Typer keeps
