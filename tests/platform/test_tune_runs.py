@@ -151,6 +151,7 @@ def test_a_failed_run_on_ray_fails_its_trial_with_the_runs_error_and_log(tmp_pat
                        tmp_path, ray={"address": "auto"})
 
     def fake_run_grid_ray(points, out, **kwargs):
+        assert kwargs["announce"] is False and kwargs["env"] == tn.TRIAL_ENV  # tune prints its own trial lines
         return [SimpleNamespace(point=p, status="completed" if p.seed == 1 else "failed",
                                 error=None if p.seed == 1 else "RuntimeError: boom") for p in points]
 
@@ -161,3 +162,23 @@ def test_a_failed_run_on_ray_fails_its_trial_with_the_runs_error_and_log(tmp_pat
         tn.objective(spec, trial)
     assert str(info.value) == "RuntimeError: boom"
     assert info.value.log == spec.points(trial.user_attrs["values"])[1].log_path(tmp_path / "trials" / "0000")
+
+
+def test_best_json_of_a_trial_recorded_before_seeds_were_stored_lists_seeds_1_to_n(tmp_path):
+    """An older study's setup has only ``seeds_per_trial``; best.json still lists the seeds the trial trained
+    (``1..N``, as ``platform tune`` always numbers them), which ``compare --tuned`` avoids for fresh seeds."""
+    from contrastlab.experiments import tune as tn
+
+    plugin = SimpleNamespace(name="recsys", primary_metric="eval/ndcg@20", higher_is_better=True)
+    spec = tn.TuneSpec(plugin, "dcl", "smoke", [], [tn.parse_search("loss.tau_plus=uniform(0.01,0.2)")], [1],
+                       tmp_path)
+    study = optuna.create_study(direction="maximize")
+    trial = study.ask({"loss.tau_plus": optuna.distributions.FloatDistribution(0.01, 0.2)})
+    old = {k: v for k, v in tn.setup_record(spec).items() if k != "seeds"}
+    trial.set_user_attr("setup", {**old, "seeds_per_trial": 3})
+    study.tell(trial, 0.5)
+    assert tn.write_best(study, spec) is None  # no run folder recorded: best.json only
+    record = json.loads((tmp_path / "best.json").read_text())
+    assert record["seeds"] == [1, 2, 3]
+    assert record["params"] == {"loss.tau_plus": str(trial.params["loss.tau_plus"])}
+    assert (record["trial"], record["value"], record["metric"]) == (0, 0.5, "eval/ndcg@20")
