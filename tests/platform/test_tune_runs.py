@@ -182,3 +182,38 @@ def test_best_json_of_a_trial_recorded_before_seeds_were_stored_lists_seeds_1_to
     assert record["seeds"] == [1, 2, 3]
     assert record["params"] == {"loss.tau_plus": str(trial.params["loss.tau_plus"])}
     assert (record["trial"], record["value"], record["metric"]) == (0, 0.5, "eval/ndcg@20")
+
+
+def test_a_run_above_the_median_is_not_pruned(tmp_path, monkeypatch):
+    """The median pruner stops a trial only when its curve is worse than the earlier trials' median at the same
+    step: a two-seed trial whose first run scores 0.1 where the earlier trial had 0.0 keeps going."""
+    from contrastlab.experiments import runner
+    from contrastlab.experiments import tune as tn
+
+    path = tmp_path / "fake_train.py"
+    path.write_text("""
+import json, sys
+from pathlib import Path
+argv = sys.argv[1:]
+opt = lambda name: argv[argv.index(name) + 1]
+run_dir = Path(opt("--logdir")) / opt("--plugin") / opt("--loss") / opt("--run-name")
+run_dir.mkdir(parents=True)
+(run_dir / "config.yaml").write_text("seed: 1\\n")
+(run_dir / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "eval/score": 0.1}) + "\\n" for s in range(3)))
+(run_dir / "summary.json").write_text(json.dumps({"metrics": {"eval/score": 0.1}}))
+(run_dir / "run.json").write_text(json.dumps({"status": "completed"}))
+""")
+    monkeypatch.setattr(runner, "platform_base_command", lambda: [sys.executable, str(path)])
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.MedianPruner(n_startup_trials=1))
+    earlier = study.ask()
+    for step in range(3):
+        earlier.report(0.0, step)
+    study.tell(earlier, 0.0)
+    plugin = SimpleNamespace(name="fake", primary_metric="eval/score", higher_is_better=True)
+    spec = tn.TuneSpec(plugin, "dcl", "smoke", [], [tn.parse_search("loss.tau_plus=uniform(0.01,0.3)")], [1, 2],
+                       tmp_path)
+    spec.poll = 0.05
+    trial = study.ask()
+    point = spec.points({"loss.tau_plus": "0.1"})[0]
+    assert tn.train_locally(spec, point, tmp_path / "t", trial, prune=True) == 0.1
+    assert trial.storage.get_trial(trial._trial_id).intermediate_values == {0: 0.1, 1: 0.1, 2: 0.1}
