@@ -214,6 +214,42 @@ run_dir.mkdir(parents=True)
                        tmp_path)
     spec.poll = 0.05
     trial = study.ask()
-    point = spec.points({"loss.tau_plus": "0.1"})[0]
-    assert tn.train_locally(spec, point, tmp_path / "t", trial, prune=True) == 0.1
+    first, second = spec.points({"loss.tau_plus": "0.1"})
+    assert tn.train_locally(spec, first, tmp_path / "t", trial, prune=True) == 0.1
     assert trial.storage.get_trial(trial._trial_id).intermediate_values == {0: 0.1, 1: 0.1, 2: 0.1}
+    assert tn.train_locally(spec, second, tmp_path / "t", trial, prune=False) == 0.1  # its log beside the first's
+    assert sorted(p.name for p in (tmp_path / "t" / "logs").iterdir()) == [f"{first.run_name}.log",
+                                                                          f"{second.run_name}.log"]
+
+
+@pytest.mark.parametrize(
+    "ray, device, checked",
+    [
+        (None, "cuda", "--device cuda"),  # local processes
+        ({"address": None}, "cuda", "--device cuda"),  # Ray's private local instance trains here too
+        ({"address": None}, None, "the config's device (cuda:3)"),
+        ({"address": "10.0.0.1:6379"}, "cuda", None),  # a cluster's machines: not this one's devices
+    ],
+)
+def test_the_device_is_checked_where_the_runs_train_on_this_machine(tmp_path, monkeypatch, ray, device, checked):
+    from contrastlab.experiments import tune as tn
+    from contrastlab.platform import run
+
+    asked = []
+
+    def resolve_device(name):
+        asked.append(name)
+        raise ConfigError(f"device '{name}' requested but CUDA is not available here")
+
+    monkeypatch.setattr(run, "resolve_device", resolve_device)
+    plugin = SimpleNamespace(name="recsys", primary_metric="eval/ndcg@20", higher_is_better=True)
+    spec = tn.TuneSpec(plugin, "dcl", "smoke", [], [], [1], tmp_path, device=device, ray=ray)
+    config = SimpleNamespace(device="cuda:3")
+    if checked is None:
+        spec.check_device(config)
+        assert asked == []
+        return
+    with pytest.raises(ConfigError) as info:
+        spec.check_device(config)
+    assert asked == [device or "cuda:3"]
+    assert str(info.value) == f"{checked}: device '{asked[0]}' requested but CUDA is not available here"
