@@ -253,3 +253,23 @@ def test_the_device_is_checked_where_the_runs_train_on_this_machine(tmp_path, mo
         spec.check_device(config)
     assert asked == [device or "cuda:3"]
     assert str(info.value) == f"{checked}: device '{asked[0]}' requested but CUDA is not available here"
+
+
+@pytest.mark.parametrize(
+    "tag, loss",
+    [
+        ("train/loss", True),
+        ("train/critic_loss_vs_env_frames", True),
+        ("classifier/risk", True),  # pu's classifier loss
+        ("eval/Val_Loss", True),
+        ("loss", True),  # a tag without a folder
+        ("eval/ndcg@20", False),
+        ("eval/knn_top1", False),
+        ("loss/accuracy", False),  # only the last part counts
+        ("accuracy", False),
+    ],
+)
+def test_a_loss_curve_is_named_by_the_last_part_of_its_tag(tag, loss):
+    from contrastlab.experiments import tune as tn
+
+    assert tn.is_loss_curve(tag) is loss
