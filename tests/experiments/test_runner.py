@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from contrastlab.experiments import grid as cmp
@@ -119,14 +120,18 @@ def test_pid_alive_only_asks_and_counts_another_users_process_as_alive(monkeypat
     import os
     import time
 
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    code = "import signal, time; [signal.signal(s, signal.SIG_DFL) for s in range(1, 16) if s not in (9,)]; " \
+           "print('ready', flush=True); time.sleep(60)"  # any signal would end it, also under nohup
+    sleeper = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
+        assert sleeper.stdout.readline() == "ready\n"
         assert runner.pid_alive(sleeper.pid)
         time.sleep(0.2)
         assert sleeper.poll() is None  # signal 0: nothing was sent
     finally:
         sleeper.kill()
         sleeper.wait()
+        sleeper.stdout.close()
     assert not runner.pid_alive(sleeper.pid)
 
     def not_yours(pid, sig):
@@ -217,8 +222,6 @@ def test_a_run_that_ignores_ctrl_c_is_killed_when_the_30_s_are_up(tmp_path, monk
     """Ctrl-C waits at most 30 s in all for the runs to stop, then kills them (the clock is sped up here)."""
     import time
 
-    import pytest
-
     script, ready = tmp_path / "stubborn.py", tmp_path / "ready"
     script.write_text(STUBBORN_TRAIN)
     real_sleep, real_clock, interrupted, readings = time.sleep, time.monotonic, [], []
@@ -242,3 +245,27 @@ def test_a_run_that_ignores_ctrl_c_is_killed_when_the_30_s_are_up(tmp_path, monk
         runner.run_grid([point], tmp_path / "out", base=[sys.executable, str(script), str(ready)], console=console,
                         poll=0.02)
     assert real_clock() - interrupted[0] < 10  # killed, not waited for until its sleep ended
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+@pytest.mark.parametrize(("sig", "code"), [(None, -15), (9, -9)])
+def test_a_child_gets_the_signal_when_the_thread_that_started_it_ends(sig, code):
+    """In-process (the subprocess test in test_tune_study.py imports the checkout's runner, whatever is on the path):
+    SIGTERM by default, else the signal asked for."""
+    import threading
+
+    started = []
+
+    def start() -> None:
+        started.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                                        preexec_fn=runner.die_with_parent(sig)))
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    thread.join()
+    (child,) = started
+    try:
+        assert child.wait(timeout=10) == code
+    finally:
+        child.kill()
+        child.wait()
