@@ -196,7 +196,7 @@ def test_a_run_that_exits_0_without_a_summary_is_failed_not_done(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(DONE_TRAIN)
     buffer = io.StringIO()
-    console = Console(file=buffer, force_terminal=False, width=30)
+    console = Console(file=buffer, force_terminal=False, width=12)
     points = [cmp.GridPoint("toy", "done", 1, None), cmp.GridPoint("toy", "silent", 1, None)]
     done, silent = runner.run_grid(points, tmp_path / "out", base=[sys.executable, str(script)], console=console,
                                    poll=0.02)
