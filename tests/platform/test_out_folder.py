@@ -45,3 +45,23 @@ def test_a_stale_lock_is_replaced_and_one_being_written_is_respected(tmp_path: P
     old = time.time() - LOCK_WRITE_S - 5
     os.utime(lock, (old, old))  # empty for longer than a write takes: stale
     assert acquire_lock(out) == lock and lock.read_text() == str(os.getpid())
+
+
+@pytest.mark.parametrize(("text", "refused"), [("1", True), ("4242", True), ("0", False), ("-3", False), ("x", False)])
+def test_a_lock_refuses_only_for_a_positive_pid(tmp_path: Path, monkeypatch, text: str, refused: bool) -> None:
+    """Any positive pid that is alive holds the out (pid 1 too: a compare in a container); ``0``, a negative number
+    or text is no compare's pid (``kill(0, 0)`` would ask about this process group and always say alive)."""
+    from contrastlab.experiments import out_folder, runner
+
+    monkeypatch.setattr(runner, "pid_alive", lambda pid: True)
+    (tmp_path / LOCK_FILE).write_text(text)
+    if refused:
+        with pytest.raises(ConfigError, match=f"pid {text}"):
+            out_folder.refuse_busy_out(tmp_path)
+    else:
+        out_folder.refuse_busy_out(tmp_path)
+
+
+def test_the_lock_makes_an_out_whose_parents_do_not_exist(tmp_path: Path) -> None:
+    lock = acquire_lock(tmp_path / "a" / "b" / "out")
+    assert lock == tmp_path / "a" / "b" / "out" / LOCK_FILE and lock.read_text() == str(os.getpid())
