@@ -24,6 +24,15 @@ from contrastlab.platform.errors import ConfigError
 optuna = pytest.importorskip("optuna")
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def child_env() -> dict[str, str]:
+    """The environment for a child Python: an inherited ``PYTHONPATH`` first (``scripts/mutants.py`` puts its
+    mutated copy of ``src/`` there), then this checkout's ``src``."""
+    inherited = os.environ.get("PYTHONPATH")
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([inherited, SRC] if inherited else [SRC]))
+
+
 TINY = [
     "--preset", "smoke", "--set", "train.epochs=1", "--set", "eval.every_epochs=1",
     "--set", "data.synthetic.users=100", "--set", "data.synthetic.items=100",
@@ -223,7 +232,7 @@ time.sleep(60)
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
 def test_training_child_dies_when_its_driver_is_sigkilled():
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+    env = child_env()
     parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True, env=env)
     child = int(parent.stdout.readline())
     assert not dead(child)
@@ -420,7 +429,7 @@ tn.open_study(spec, f"sqlite:///{out / 'study.db'}", "s", "none")
 def test_commands_starting_together_on_a_new_storage_all_open_the_study(tmp_path):
     """Four `platform tune` commands on one new SQLite file (several workers of one study): each creates the schema
     and the study at the same moment. Before the retry, all but one failed with sqlalchemy's IntegrityError."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+    env = child_env()
     start = str(time.time() + 3)
     procs = [subprocess.Popen([sys.executable, "-c", OPEN_AT, str(tmp_path), start], env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(4)]
