@@ -8,6 +8,10 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("CONTRASTLAB_PLUGINS", "")  # isolate from whatever third-party plugins are installed
+# plain text whatever the terminal (`pytest -s`) or FORCE_COLOR: consoles made at import must not colour the
+# one-line errors and progress lines the tests compare (a test that wants a terminal passes force_terminal=True)
+os.environ.pop("FORCE_COLOR", None)
+os.environ["TTY_COMPATIBLE"] = "0"
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE_SRC = ROOT / "examples" / "plugin_template" / "src"

@@ -26,7 +26,10 @@ BASE = ["tune", "--plugin", "recsys", "--loss", "dcl", "--preset", "smoke", "--t
       "--gpus-per-run", "0.5"], "--set device conflicts with --gpus-per-run"),
     (["--search", "loss.tau_plus=uniform(0.01,0.3)", "--trials", "0", "--parallel", "0"], "--trials 0: must be ≥ 1"),
 ])  # fmt: skip
-def test_tune_option_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+def test_tune_option_errors_are_one_line(tmp_path: Path, monkeypatch, args: list[str], message: str) -> None:
+    from contrastlab.experiments import ray_cluster
+
+    monkeypatch.setattr(ray_cluster, "import_ray", lambda: None)  # Ray is an optional extra
     out = tmp_path / "out"
     code, text = run_cli([*BASE, *args, "--out", str(out)])
     errors = [line for line in text.splitlines() if line.startswith("error:")]
@@ -41,9 +44,11 @@ def test_tune_option_errors_are_one_line(tmp_path: Path, args: list[str], messag
 def test_tune_options_that_are_fine_pass_its_checks(tmp_path: Path, monkeypatch, args: list[str]) -> None:
     """``--device`` on the local backend, or ``--set device=...`` alone or on Ray without GPUs per run, is no
     conflict: the command gets past its option checks (stopped here at the next step, the study's storage)."""
+    from contrastlab.experiments import ray_cluster
     from contrastlab.experiments import tune as tn
     from contrastlab.platform.errors import ConfigError
 
+    monkeypatch.setattr(ray_cluster, "import_ray", lambda: None)  # Ray is an optional extra
     def stop_here(url: str) -> None:
         raise ConfigError("stopped after the option checks")
 

@@ -17,6 +17,7 @@ def fresh_state():
     """Each test starts with no active work, no Ctrl-C and the SIGINT/SIGTERM handlers it found."""
     sigint, sigterm = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     it._INTERRUPTED.clear()
+    it._SETTLING.clear()
     yield
     signal.signal(signal.SIGINT, sigint)
     signal.signal(signal.SIGTERM, sigterm)
@@ -66,6 +67,7 @@ def test_wind_down_waits_for_the_work_to_stop_and_settle(fresh_state):
     t0 = time.monotonic()
     it._wind_down_other_threads()
     waited = time.monotonic() - t0
+    worker.join(5)
     assert ended and settled[0] and not worker.is_alive()
     assert 0.5 <= waited < 5 and it._SETTLING == []
 

@@ -26,8 +26,10 @@ def test_stop_train_ends_a_running_process_and_leaves_a_finished_one():
         sleeper.wait()
     done = subprocess.Popen([sys.executable, "-c", "pass"])
     done.wait()
+    signalled: list[str] = []
+    done.terminate, done.kill = (lambda: signalled.append("term")), (lambda: signalled.append("kill"))
     runner.stop_train(done)  # already ended: nothing to signal
-    assert done.returncode == 0
+    assert done.returncode == 0 and signalled == []
 
 
 def test_the_platform_script_beside_the_interpreter_is_used_else_the_module(tmp_path, monkeypatch):
@@ -76,7 +78,7 @@ def test_plain_progress_lines_come_at_least_every_30_s_by_default(tmp_path, monk
     run_dir.mkdir(parents=True)
     (run_dir / "run.json").write_text(json.dumps({"status": "completed"}))
     (run_dir / "summary.json").write_text("{}")
-    console = Console(file=open("/dev/null", "w"), force_terminal=False)  # noqa: SIM115
+    console = Console(file=io.StringIO(), force_terminal=False)
     results = runner.run_grid([point], tmp_path, base=["true"], console=console)
     assert [r.status for r in results] == ["skipped"] and every == [30.0]
 
@@ -89,7 +91,7 @@ def test_each_run_gets_its_share_of_the_cores_as_omp_threads(tmp_path, monkeypat
     real = runner.train_env
     monkeypatch.setattr(runner, "train_env", lambda n, **extra: threads.append(n) or real(n, **extra))
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
-    console = Console(file=open("/dev/null", "w"), force_terminal=False)  # noqa: SIM115
+    console = Console(file=io.StringIO(), force_terminal=False)
     runner.run_grid([], tmp_path, slots=[None] * 3, base=["true"], console=console)
     assert threads == [8 // 3]
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
@@ -170,7 +172,7 @@ def test_without_a_known_core_count_a_lone_run_gets_one_thread(tmp_path, monkeyp
     real = runner.train_env
     monkeypatch.setattr(runner, "train_env", lambda n, **extra: threads.append(n) or real(n, **extra))
     monkeypatch.setattr(os, "cpu_count", lambda: None)
-    console = Console(file=open("/dev/null", "w"), force_terminal=False)  # noqa: SIM115
+    console = Console(file=io.StringIO(), force_terminal=False)
     runner.run_grid([], tmp_path, slots=[None], base=["true"], console=console)
     assert threads == [1]
 
@@ -220,14 +222,15 @@ time.sleep(30)
 
 def test_a_run_that_ignores_ctrl_c_is_killed_when_the_30_s_are_up(tmp_path, monkeypatch):
     """Ctrl-C waits at most 30 s in all for the runs to stop, then kills them (the clock is sped up here)."""
+    import threading
     import time
 
     script, ready = tmp_path / "stubborn.py", tmp_path / "ready"
     script.write_text(STUBBORN_TRAIN)
     real_sleep, real_clock, interrupted, readings = time.sleep, time.monotonic, [], []
 
-    def sleep(seconds):
-        if ready.exists() and not interrupted:
+    def sleep(seconds):  # Ctrl-C reaches the main thread only (another thread in this worker may sleep too)
+        if threading.current_thread() is threading.main_thread() and ready.exists() and not interrupted:
             interrupted.append(real_clock())
             raise KeyboardInterrupt
         real_sleep(min(seconds, 0.05))
@@ -239,7 +242,7 @@ def test_a_run_that_ignores_ctrl_c_is_killed_when_the_30_s_are_up(tmp_path, monk
 
     monkeypatch.setattr(time, "sleep", sleep)
     monkeypatch.setattr(time, "monotonic", clock)
-    console = Console(file=open("/dev/null", "w"), force_terminal=False)  # noqa: SIM115
+    console = Console(file=io.StringIO(), force_terminal=False)
     point = cmp.GridPoint("toy", "a", 1, None)
     with pytest.raises(KeyboardInterrupt):
         runner.run_grid([point], tmp_path / "out", base=[sys.executable, str(script), str(ready)], console=console,
@@ -250,8 +253,8 @@ def test_a_run_that_ignores_ctrl_c_is_killed_when_the_30_s_are_up(tmp_path, monk
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
 @pytest.mark.parametrize(("sig", "code"), [(None, -15), (9, -9)])
 def test_a_child_gets_the_signal_when_the_thread_that_started_it_ends(sig, code):
-    """In-process (the subprocess test in test_tune_study.py imports the checkout's runner, whatever is on the path):
-    SIGTERM by default, else the signal asked for."""
+    """In-process (test_tune_study.py checks it through a real driver process): SIGTERM by default, else the signal
+    asked for."""
     import threading
 
     started = []

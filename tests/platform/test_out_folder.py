@@ -54,6 +54,7 @@ def test_a_lock_refuses_only_for_a_positive_pid(tmp_path: Path, monkeypatch, tex
     from contrastlab.experiments import out_folder, runner
 
     monkeypatch.setattr(runner, "pid_alive", lambda pid: True)
+    monkeypatch.setattr(out_folder.os, "getpid", lambda: 999_999_999)  # pytest may itself be pid 1 (a container)
     (tmp_path / LOCK_FILE).write_text(text)
     if refused:
         with pytest.raises(ConfigError, match=f"pid {text}"):

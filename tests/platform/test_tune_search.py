@@ -4,6 +4,8 @@ tune's ``--set`` and the ``--storage`` URL check. Written from the mutation audi
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from contrastlab.experiments.tune_search import (
@@ -163,6 +165,7 @@ def test_storage_urls_are_checked_before_anything_is_written(tmp_path):
     with pytest.raises(ConfigError, match=r"^--storage nosuchdb://x/y: not a usable database URL \(Can't load plugin"):
         check_storage("nosuchdb://x/y")  # SQLAlchemy's own reason, not just its exception's name
     missing = tmp_path / "no" / "such"
-    with pytest.raises(ConfigError, match=rf"^--storage sqlite:///{missing}/s.db: folder {missing} does not exist$"):
+    with pytest.raises(ConfigError, match=rf"^--storage sqlite:///{re.escape(str(missing))}/s\.db: folder "
+                                            rf"{re.escape(str(missing))} does not exist$"):
         check_storage(f"sqlite:///{missing}/s.db")
     assert not (tmp_path / "study.db").exists()  # checking writes nothing
