@@ -16,15 +16,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from contrastlab.cli.common import (
-    console,
-    err_console,
-    not_empty,
-    print_commands,
-    say,
-    shell_command,
-    user_errors,
-)
+from contrastlab.cli.common import console, err_console, not_empty, print_commands, say, shell_command, user_errors
 from contrastlab.experiments import grid as cmp
 from contrastlab.experiments import runner
 from contrastlab.experiments.interrupts import sigterm_as_interrupt
