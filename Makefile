@@ -31,8 +31,8 @@ bench: setup  ## print the speed ratios (see docs/results.md)
 	$(BIN)/python benchmarks/pu.py
 
 mutants: setup  ## mutation testing of one file: make mutants FILE=src/contrastlab/losses/dcl.py TESTS=tests/losses
-	@test -n "$(FILE)" || { echo "usage: make mutants FILE=src/contrastlab/... [TESTS='tests/a tests/b']"; exit 2; }
-	$(BIN)/python scripts/mutants.py $(FILE) --tests $(or $(TESTS),tests)
+	@test -n "$(FILE)" || { echo "usage: make mutants FILE=src/contrastlab/... [TESTS='tests/a tests/b'] [ARGS=--by-line]"; exit 2; }
+	$(BIN)/python scripts/mutants.py $(FILE) --tests $(or $(TESTS),tests) $(ARGS)
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache

@@ -9,14 +9,25 @@ nothing reaches). Docstrings, error messages (``raise`` statements, f-strings) a
 The checkout is never modified: ``src/`` is copied to a temporary folder, the mutant is written there and the
 tests import it through ``PYTHONPATH`` (no bytecode is written, so a stale ``.pyc`` cannot hide a mutant).
 
+Before the mutants, the tests run once on the unmutated copy: when they fail there, every mutant would count as
+caught, so the run stops (exit status 2). With ``--by-line`` that first run also records, through ``sys.settrace``
+in every Python process it starts (a ``sitecustomize`` on the scratch path), which functions of the file each test
+calls; each mutant then runs only the tests that call the function it sits in (a mutant at module or class level,
+which runs at import, still runs them all), and one in a function no test calls is reported ``NOT REACHED``
+without a run. Slow end-to-end tests can then stay in ``--tests``: they run only for the mutants they reach. A
+process that ends through ``os._exit`` (a forked worker) records nothing, so leave ``--by-line`` out for code that
+runs only there.
+
 Examples::
 
     python scripts/mutants.py src/contrastlab/losses/dcl.py --tests tests/losses
     python scripts/mutants.py src/contrastlab/losses/dcl.py --list
+    python scripts/mutants.py src/contrastlab/cli/train.py --tests tests/cli tests/platform --by-line
     python scripts/mutants.py src/contrastlab/experiments/stats.py --tests tests/platform/test_stats.py \\
         --lines 40-90 --jsonl /tmp/stats-mutants.jsonl
 
-Exit status: 0 when every mutant was caught, 1 when some survived, 2 for bad arguments.
+Exit status: 0 when every mutant was caught, 1 when some survived or were not reached, 2 for bad arguments or
+tests that fail on the unmutated code.
 """
 
 from __future__ import annotations
@@ -160,17 +171,112 @@ def _replace_child(nodes: list[ast.AST], old: ast.AST, new: ast.AST) -> None:
     raise ValueError("the node to replace has no parent")
 
 
-def run_tests(tests: list[str], src_copy: Path, timeout: float) -> str:
-    """``KILLED``, ``SURVIVED`` or ``TIMEOUT`` (counted as caught): ``pytest -x`` on ``tests`` with ``src_copy``
-    first on the import path."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(src_copy), os.environ.get("PYTHONPATH", "")]).rstrip(
-        os.pathsep), PYTHONDONTWRITEBYTECODE="1")
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
+def enclosing_function_line(source: str, mutant: Mutant) -> int | None:
+    """The first line (``co_firstlineno``: its first decorator's, if any) of the innermost function or lambda whose
+    body holds ``mutant``; ``None`` when the mutant runs at import (module or class level, a default argument or a
+    decorator of a top-level function), where every test depends on it."""
+    nodes = list(ast.walk(ast.parse(source)))
+    parents = {id(child): node for node in nodes for child in ast.iter_child_nodes(node)}
+    child = nodes[mutant.node_index]
+    parent = parents.get(id(child))
+    while parent is not None:
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(s is child for s in parent.body):
+            return min([parent.lineno, *(d.lineno for d in parent.decorator_list)])
+        if isinstance(parent, ast.Lambda) and parent.body is child:
+            return parent.lineno
+        child, parent = parent, parents.get(id(parent))
+    return None
+
+
+# Written next to the scratch copy: Python imports ``sitecustomize`` at start-up from the path, so every process the
+# tests start (with that PYTHONPATH) records the functions of the file it calls, under the test that runs.
+TRACER = """import atexit, json, os, sys, threading
+
+_target, _out, _calls = os.environ["MUTANTS_TRACE_TARGET"], os.environ["MUTANTS_TRACE_DIR"], {}
+
+
+def _on_call(frame, event, arg):
+    if frame.f_code.co_filename == _target:
+        _calls.setdefault(os.environ.get("MUTANTS_TRACE_TEST", ""), set()).add(frame.f_code.co_firstlineno)
+
+
+def _save():
+    if _calls:
+        with open(os.path.join(_out, f"calls-{os.getpid()}.json"), "w") as out:
+            json.dump({test: sorted(lines) for test, lines in _calls.items()}, out)
+
+
+sys.settrace(_on_call)
+threading.settrace(_on_call)
+atexit.register(_save)
+"""
+
+# A pytest plugin for the traced run: names the running test for the tracer, and saves the tests' order.
+TRACE_PLUGIN = """import json, os
+
+import pytest
+
+
+def _test_id(item):
+    return f"{item.path}::{item.nodeid.split('::', 1)[1]}"  # absolute: it runs from any rootdir
+
+
+def pytest_collection_modifyitems(items):
+    with open(os.path.join(os.environ["MUTANTS_TRACE_DIR"], "order.json"), "w") as out:
+        json.dump([_test_id(item) for item in items], out)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    os.environ["MUTANTS_TRACE_TEST"] = _test_id(item)
+    try:
+        return (yield)
+    finally:
+        os.environ.pop("MUTANTS_TRACE_TEST", None)
+"""
+
+
+def pytest_run(tests: list[str], src_copy: Path, timeout: float, *, first_failure: bool = True,
+               extra_path: list[Path] = (), env: dict[str, str] | None = None) -> str:
+    """``PASSED``, ``FAILED`` or ``TIMEOUT``: pytest on ``tests`` with ``src_copy`` (then ``extra_path``) first on
+    the import path, stopping at the first failure unless ``first_failure`` is false."""
+    path = os.pathsep.join([str(src_copy), *map(str, extra_path), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env = dict(os.environ, **(env or {}), PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
+    if first_failure:
+        command.insert(3, "-x")
+    if "MUTANTS_TRACE_DIR" in env:
+        command[3:3] = ["-p", "_mutants_trace_plugin"]
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return "TIMEOUT"
-    return "SURVIVED" if done.returncode == 0 else "KILLED"
+    return "PASSED" if done.returncode == 0 else "FAILED"
+
+
+def run_tests(tests: list[str], src_copy: Path, timeout: float) -> str:
+    """``KILLED``, ``SURVIVED`` or ``TIMEOUT`` (counted as caught): ``pytest -x`` on ``tests`` with ``src_copy``
+    first on the import path."""
+    return {"PASSED": "SURVIVED", "FAILED": "KILLED"}.get(status := pytest_run(tests, src_copy, timeout), status)
+
+
+def traced_calls(tests: list[str], src_copy: Path, copy_of_target: Path, timeout: float) -> dict[str, set[int]] | str:
+    """Run ``tests`` once on the unmutated copy; ``{test id: first lines of the target's functions it called}`` in
+    the tests' order, or ``FAILED``/``TIMEOUT``."""
+    trace_dir = src_copy.parent / "trace"
+    trace_dir.mkdir()
+    (trace_dir / "sitecustomize.py").write_text(TRACER)
+    (trace_dir / "_mutants_trace_plugin.py").write_text(TRACE_PLUGIN)
+    env = {"MUTANTS_TRACE_TARGET": str(copy_of_target), "MUTANTS_TRACE_DIR": str(trace_dir)}
+    status = pytest_run(tests, src_copy, timeout, first_failure=False, extra_path=[trace_dir], env=env)
+    if status != "PASSED":
+        return status
+    calls: dict[str, set[int]] = {test: set() for test in json.loads((trace_dir / "order.json").read_text())}
+    for saved in trace_dir.glob("calls-*.json"):
+        for test, lines in json.loads(saved.read_text()).items():
+            calls.setdefault(test, set()).update(lines)
+    calls.pop("", None)  # calls at import or collection, outside any test
+    return calls
 
 
 def _line_range(text: str) -> tuple[int, int]:
@@ -193,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant before TIMEOUT (120)")
     parser.add_argument("--list", action="store_true", help="print the mutants without running the tests")
     parser.add_argument("--jsonl", type=Path, help="also append one JSON line per mutant to this file")
+    parser.add_argument("--by-line", action="store_true",
+                        help="run for each mutant only the tests that call its function (traced once at the start)")
     args = parser.parse_args(argv)
     root = Path.cwd().resolve()
     target = args.file.resolve()
@@ -214,21 +322,40 @@ def main(argv: list[str] | None = None) -> int:
         src_copy = Path(scratch) / "src"
         shutil.copytree(root / "src", src_copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         copy_of_target = src_copy / target.relative_to(root / "src")
+        start = time.monotonic()
+        if args.by_line:
+            calls = traced_calls(args.tests, src_copy, copy_of_target, 3 * args.timeout)
+            baseline = calls if isinstance(calls, str) else "PASSED"
+        else:
+            baseline = pytest_run(args.tests, src_copy, args.timeout, first_failure=False)
+        if baseline != "PASSED":
+            print(f"error: the tests {'fail' if baseline == 'FAILED' else 'time out'} on the unmutated code "
+                  f"(pytest {' '.join(args.tests)}); every mutant would count as caught", file=sys.stderr)
+            return 2
+        traced = "" if not args.by_line else f", traced which of its functions each of {len(calls)} tests calls"
+        print(f"the tests pass on the unmutated code ({time.monotonic() - start:.1f} s{traced})", flush=True)
         for number, mutant in enumerate(mutants, 1):
             copy_of_target.write_text(mutated_source(source, mutant))
             start = time.monotonic()
-            status = run_tests(args.tests, src_copy, args.timeout)
+            tests = args.tests
+            if args.by_line and (function := enclosing_function_line(source, mutant)) is not None:
+                tests = [test for test, lines in calls.items() if function in lines]
+            status = run_tests(tests, src_copy, args.timeout) if tests else "NOT REACHED"
             seconds = time.monotonic() - start
-            print(f"[{number}/{len(mutants)}] {shown}:{mutant.line}: {mutant.description}: {status} ({seconds:.1f} s)",
-                  flush=True)
-            if status == "SURVIVED":
-                survivors.append(mutant)
+            selected = f", {len(tests)} of {len(calls)} tests" if args.by_line and tests is not args.tests else ""
+            print(f"[{number}/{len(mutants)}] {shown}:{mutant.line}: {mutant.description}: {status} "
+                  f"({seconds:.1f} s{selected})", flush=True)
+            if status in ("SURVIVED", "NOT REACHED"):
+                survivors.append((mutant, status))
             if args.jsonl is not None:
                 with args.jsonl.open("a") as out:
                     out.write(json.dumps({"file": str(shown), "line": mutant.line, "mutation": mutant.description,
                                           "status": status, "seconds": round(seconds, 1)}) + "\n")
+    unreached = sum(status == "NOT REACHED" for _, status in survivors)
     print(f"{len(mutants) - len(survivors)} of {len(mutants)} mutants caught; {len(survivors)} survived"
-          + "".join(f"\n  {shown}:{m.line}: {m.description}" for m in survivors))
+          + (f" ({unreached} in code no test calls)" if unreached else "")
+          + "".join(f"\n  {shown}:{m.line}: {m.description}" + (" (not reached)" if status == "NOT REACHED" else "")
+                    for m, status in survivors))
     return 1 if survivors else 0
 
 

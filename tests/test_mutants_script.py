@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -160,3 +161,117 @@ def test_sigterm_stops_the_run_and_deletes_its_scratch_copy(tmp_path):
         proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM
     assert list(scratch_root.iterdir()) == []
+
+
+def test_a_run_stops_when_the_tests_fail_on_the_unmutated_code(tmp_path):
+    """A failing test counted every mutant as caught: a broken selection looked like a perfect score."""
+    make_project(tmp_path, """
+        def test_add():
+            assert add(2, 2) == 5
+    """)
+    for extra in ([], ["--by-line"]):
+        done = run_script(tmp_path, "src/toy/calc.py", "--tests", "tests", *extra)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "error: the tests fail on the unmutated code (pytest tests)" in done.stderr
+        assert "KILLED" not in done.stdout and "mutants caught" not in done.stdout
+
+
+SCOPED = '''"""Doc."""
+import functools
+
+LIMIT = 10
+
+
+@functools.lru_cache
+def decorated(x, low=1):
+    def inner(y):
+        return y + low
+    return inner(x) * 2
+
+
+class Box:
+    size = 3
+
+    def area(self):
+        return sorted([4, 1], key=lambda v: -v)
+
+
+run = lambda z: z + 1
+'''
+
+
+@pytest.mark.parametrize(("line", "description", "expected"), [
+    (4, "10 -> 11", None),  # module level: runs at import
+    (8, "1 -> 2", None),  # a default argument is evaluated where the function is defined
+    (11, "Mult -> Div", 7),  # co_firstlineno of a decorated function: its decorator's line
+    (10, "Add -> Sub", 9),  # the nested function
+    (15, "3 -> 4", None),  # class body: runs at import
+    (18, "4 -> 5", 17),  # the method, not the lambda beside it
+    (18, "drop USub", 18),  # inside the lambda's body
+    (21, "Add -> Sub", 21),
+])
+def test_each_mutant_is_placed_in_the_function_that_runs_it(mutants, line, description, expected):
+    (mutant,) = [m for m in mutants.find_mutants(SCOPED) if (m.line, m.description) == (line, description)]
+    assert mutants.enclosing_function_line(SCOPED, mutant) == expected
+
+
+def test_by_line_runs_each_mutant_only_with_the_tests_that_call_its_function(tmp_path):
+    """``--by-line``: a function called only in a child process is still found; a function no test calls is
+    NOT REACHED without a run; a module-level constant runs every test."""
+    make_project(tmp_path, "")
+    (tmp_path / "src" / "toy" / "calc.py").write_text(textwrap.dedent('''
+        LIMIT = 10
+
+
+        def add(a, b):
+            return a + b
+
+
+        def clipped(x):
+            if x > LIMIT:
+                return LIMIT
+            return x
+
+
+        def twice(x):
+            return x * 2
+
+
+        def unused(x):
+            return x - 1
+    '''))
+    log = tmp_path / "add-runs.log"
+    (tmp_path / "tests" / "test_calc.py").write_text(textwrap.dedent(f'''
+        import subprocess
+        import sys
+
+        from toy.calc import add, clipped
+
+
+        def test_add():
+            with open({str(log)!r}, "a") as out:
+                out.write("add\\n")
+            assert add(2, 3) == 5
+
+
+        def test_clipped():
+            assert clipped(11) == 10 and clipped(3) == 3 and clipped(10) == 10
+
+
+        def test_twice_in_a_child_process():
+            subprocess.run([sys.executable, "-c", "from toy.calc import twice; assert twice(3) == 6"], check=True)
+    '''))
+    done = run_script(tmp_path, "src/toy/calc.py", "--tests", "tests", "--by-line")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "traced which of its functions each of 3 tests calls" in done.stdout
+    for line, description, status in [(2, "10 -> 11", "KILLED"), (6, "Add -> Sub", "KILLED"),
+                                      (10, "Gt -> GtE", "SURVIVED"),  # clipped(10) is 10 either way
+                                      (16, "Mult -> Div", "KILLED"), (16, "2 -> 3", "KILLED"),
+                                      (20, "Sub -> Add", "NOT REACHED"), (20, "1 -> 2", "NOT REACHED")]:
+        assert f"src/toy/calc.py:{line}: {description}: {status}" in done.stdout, done.stdout
+    assert "survived (2 in code no test calls)" in done.stdout
+    assert re.search(r"calc.py:6: Add -> Sub: KILLED \(\d+\.\d s, 1 of 3 tests\)", done.stdout), done.stdout
+    assert re.search(r"calc.py:2: 10 -> 11: KILLED \(\d+\.\d s\)", done.stdout), done.stdout  # all of them
+    assert "src/toy/calc.py:20: Sub -> Add (not reached)" in done.stdout
+    # test_add ran in the traced run and for the two mutants whose code it reaches (LIMIT, add), not for the others
+    assert log.read_text().splitlines() == ["add"] * 3
