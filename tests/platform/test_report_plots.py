@@ -43,6 +43,24 @@ def test_choose_tag():
     assert choose_tag([], "x") is None
 
 
+def test_the_aggregate_panel_is_titled_with_the_curve_it_draws(tmp_path, monkeypatch):
+    """New-user trial: simclr smoke draws train/loss (its primary metric is measured once) and the aggregate panel
+    was titled "eval/linear_top1 over 1 task" above an axis "IQM of train/loss"; so was a --curve choice."""
+    from matplotlib.figure import Figure
+
+    from contrastlab.experiments import plots
+
+    for seed in (1, 2):
+        write_synthetic_run(tmp_path, loss="a", seed=seed, final={"score": 0.5}, curve=[0.1, 0.2, 0.4])
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    saved, real_savefig = [], Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: saved.append(fig) or real_savefig(fig, *a, **k))
+    plots.plot_aggregate(groups, tmp_path / "aggregate.png", tags={"toy": "train/loss"})
+    plots.plot_aggregate(groups, tmp_path / "aggregate2.png")
+    titles = [(fig.axes[0].get_title(), fig.axes[0].get_ylabel()) for fig in saved]
+    assert titles == [("train/loss over 1 task", "IQM of train/loss"), ("eval/score over 1 task", "IQM of eval/score")]
+
+
 def test_build_report_outputs(tmp_path):
     rng = np.random.default_rng(0)
     for loss, lift in (("infonce", 0.0), ("dcl", 0.1)):

@@ -256,9 +256,10 @@ def plot_aggregate(groups: Sequence[Group], path: Path, tags: dict[str, str | No
                 ax.fill_between(steps, low, high, color=colors[col], alpha=0.2, lw=0)
             drawn += 1
         used = sorted({t for r, t in tags.items() if r in rows and t})
-        ax.set_title(f"{metric or 'metric'} over {len(rows)} task{'s' * (len(rows) != 1)}")
+        shown = ", ".join(used) or metric or "metric"  # what is drawn: a loss curve where the metric has none
+        ax.set_title(f"{shown} over {len(rows)} task{'s' * (len(rows) != 1)}")
         ax.set_xlabel(_xlabel(used[0] if used else None))
-        ax.set_ylabel(f"IQM of {', '.join(used) or metric}")
+        ax.set_ylabel(f"IQM of {shown}")
         ax.grid(alpha=0.3)
         if drawn:
             ax.legend(fontsize=8)
