@@ -244,6 +244,23 @@ def test_a_hyperparameter_of_another_loss_names_the_losses_that_have_it(toy_pm: 
     assert "Losses with" not in str(info.value)
 
 
+def test_a_hyperparameter_of_the_configured_sampler_given_to_the_loss_names_its_section(toy_pm: PluginManager) -> None:
+    """New-user trial: `--set loss.temperature=0.1` said only "loss 'dcl' has no hyperparameter 'temperature';
+    valid: tau_plus." The temperature is the sampler's (tau_plus is not a temperature); the error says so."""
+    simclr = registry("plugin").get("simclr").factory()
+    with pytest.raises(UnknownNameError) as info:
+        resolve_config(simclr, preset="smoke", loss="dcl", sets=["loss.temperature=0.1"])
+    text = str(info.value)
+    assert text.startswith("loss 'dcl' has no hyperparameter 'temperature'; valid: tau_plus.")
+    assert text.endswith(" The sampler 'two_view' has temperature: --set sampler.temperature=VALUE."), text
+    with pytest.raises(UnknownNameError) as info:  # and the other way round
+        resolve_config(simclr, preset="smoke", loss="dcl", sets=["sampler.tau_plus=0.1"])
+    assert str(info.value).endswith(" The loss 'dcl' has tau_plus: --set loss.tau_plus=VALUE."), str(info.value)
+    with pytest.raises(UnknownNameError) as info:  # a name no configured component has: no hint
+        resolve_config(simclr, preset="smoke", loss="dcl", sets=["loss.nope=1"])
+    assert "--set sampler." not in str(info.value) and "has nope" not in str(info.value)
+
+
 def test_a_bad_key_in_a_config_file_names_the_file(toy_pm: PluginManager, tmp_path: Path) -> None:
     """`platform train --plugin curl --config best.yaml` with a recsys best.yaml said "unknown config key
     'train.epochs'" with no word of the file it came from."""

@@ -58,8 +58,8 @@ from contrastlab.platform.errors import ConfigError, ContrastlabError, DataMissi
 from contrastlab.platform.stopping import OPT_OUT_VARIABLE
 
 TRIAL_ENV = {OPT_OUT_VARIABLE: "0"}
-"""Added to a trial's ``platform train`` environment: a stopped trial is re-run from scratch, so its run stops at
-once instead of saving a checkpoint first."""
+"""Added to a trial's ``platform train`` environment: a signal stops a trial's run at once instead of saving a
+checkpoint first (a resumed study continues it from its last periodic checkpoint)."""
 
 __all__ = [  # re-exported for the CLI and the tests
     "SearchParam",

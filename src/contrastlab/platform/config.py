@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from contrastlab.platform.devices import check_device
 from contrastlab.platform.errors import ConfigError, UnknownNameError
 from contrastlab.platform.plugins import registry
-from contrastlab.platform.registry import suggest, unknown_name_message
+from contrastlab.platform.registry import Component, suggest, unknown_name_message
 from contrastlab.platform.task import ComponentSpec, TaskConfig, TaskPlugin
 
 COMPONENT_SECTIONS = {"loss": "loss", "sampler": "sampler", "encoder": "encoder"}
@@ -275,9 +275,25 @@ def resolve_components(config: TaskConfig) -> TaskConfig:
         try:
             values = component.resolve(spec.hparams())
         except UnknownNameError as exc:  # a hyperparameter of another component: name the ones that have it
-            raise UnknownNameError(f"{exc}{registry(kind).owners_hint(component, spec.hparams())}") from None
+            hint = registry(kind).owners_hint(component, spec.hparams())
+            raise UnknownNameError(f"{exc}{hint}{_other_section_hint(config, section, component)}") from None
         setattr(config, section, ComponentSpec(name=spec.name, **values))
     return config
+
+
+def _other_section_hint(config: TaskConfig, section: str, component: Component) -> str:
+    """`` The sampler 'query_key' has temperature: --set sampler.temperature=VALUE.`` when the first hyperparameter
+    given to ``section`` that ``component`` lacks belongs to the component configured in another section (the
+    contrastive temperature is the sampler's, not the loss's); ``""`` otherwise."""
+    own = {hp.name for hp in component.hyperparameters}
+    key = next((k for k in getattr(config, section).hparams() if k not in own), None)
+    for other, kind in COMPONENT_SECTIONS.items():
+        name = getattr(config, other).name
+        if key is None or other == section or name not in registry(kind):
+            continue
+        if any(hp.name == key for hp in registry(kind).get(name).hyperparameters):
+            return f" The {kind} '{name}' has {key}: --set {other}.{key}=VALUE."
+    return ""
 
 
 def _check_part(plugin: TaskPlugin, data: Mapping[str, Any], where: str) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 OPT_OUT_VARIABLE = "CONTRASTLAB_CHECKPOINT_ON_STOP"
-"""Set to ``0`` to stop at once on the first signal (``platform tune`` does: it never resumes a trial's run)."""
+"""Set to ``0`` to stop at once on the first signal (``platform tune`` does for its trials' runs)."""
 
 
 class GracefulStop:
