@@ -62,3 +62,24 @@ def test_eval_tells_a_killed_run_from_one_in_training(run_left_running: Path) ->
     text = " ".join(out.split())
     assert code == 0 and "being trained now by another process (pid 4242), 50% done" in text, out
     assert "--resume" not in text, out
+
+
+def test_eval_of_a_run_in_training_before_its_first_checkpoint_says_it_is_training(run_left_running: Path) -> None:
+    """New-user trial: before the first checkpoint, eval said only "has no checkpoint to evaluate", as of a run
+    that saved none; once one existed it said the run was being trained now."""
+    import fcntl
+
+    run_dir = run_left_running
+    for checkpoint in (run_dir / "checkpoints").iterdir():
+        checkpoint.unlink()
+    code, out = run_cli(["eval", str(run_dir)])
+    assert code == 2 and out.strip() == f"error: run {run_dir} has no checkpoint to evaluate", out
+    with open(run_dir / ".train.lock", "a+") as held:  # another process trains it
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.truncate(0)
+        held.write("4242")
+        held.flush()
+        code, out = run_cli(["eval", str(run_dir)])
+    assert code == 2 and " ".join(out.split()) == (f"error: run {run_dir} has no checkpoint to evaluate yet: it is "
+                                                   "being trained now by another process (pid 4242)"), out
+    assert not (run_dir / "eval.json").exists()

@@ -353,7 +353,9 @@ def add_train_commands(app: typer.Typer) -> None:
         run = Run.open(run_dir, device=device, resume=False)
         step = run.latest_checkpoint_step()
         if step is None:
-            raise RunDirError(f"run {run_dir} has no checkpoint to evaluate")
+            trainer = training_pid(run.dir)
+            training = f" yet: it is being trained now by another process (pid {trainer})" if trainer else ""
+            raise RunDirError(f"run {run_dir} has no checkpoint to evaluate{training}")
         check_writable_dir(run_dir, "RUN_DIR", hint="; platform eval writes eval.json there")
         options = EvalOptions(episodes=episodes, video=video)
         for name in sorted(f.name for f in dataclasses.fields(options)):  # dropped before any option is checked
