@@ -444,12 +444,15 @@ def test_the_main_table_says_how_many_seeds_it_averages_and_the_preset(table3):
     """The header read "mean ± std over seeds": a reader of results.md could not tell 3 seeds from 30, nor a smoke
     check (whose numbers mean nothing) from a paper-preset result: the preset was in no line of results.md."""
     groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([table3])])
-    assert "Final score, preset smoke: mean ± std over 3 seeds (sample std" in rt.markdown(groups)  # (n=2/3) too
+    smoke = "Final score, preset smoke (a quick check of the pipeline, not a result): mean ± std over 3 seeds"
+    assert f"{smoke} (sample std" in rt.markdown(groups)  # (n=2/3) too
     write_synthetic_run(table3, loss="hcl", seed=1, final={"score": 0.5}, preset="paper")  # one seed, other preset
     groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([table3])])
     md = rt.markdown(groups)
     assert "Final score, presets paper, smoke (in the task names): mean ± std over 1–3 seeds per configuration" in md
     assert "| toy preset=paper | score" in md
+    paper = [g for g in groups if all(r.preset == "paper" for r in g.runs)]
+    assert paper and rt.preset_note(paper) == ", preset paper"  # the quick-check note is smoke's alone
 
 
 def test_labels_with_a_pipe_stay_in_their_table_cells(tmp_path):

@@ -176,13 +176,18 @@ def _aggregate_lines(groups: Sequence[Group]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------- markdown
+SMOKE_NOTE = " (a quick check of the pipeline, not a result)"
+"""Said after preset ``smoke``: every built-in plugin's smoke preset runs minutes on a CPU, too short to learn."""
+
+
 def preset_note(groups: Sequence[Group]) -> str:
-    """``, preset smoke`` (a smoke table and a paper one must not read alike); ``, presets paper, smoke (in the
-    task names)`` when they differ, as the rows then name theirs; empty when no run recorded one."""
+    """``, preset paper`` (a smoke table and a paper one must not read alike; ``smoke`` adds that it is a quick check,
+    not a result); ``, presets paper, smoke (in the task names)`` when they differ, as the rows then name theirs;
+    empty when no run recorded one."""
     presets = sorted({r.preset for g in groups for r in g.runs if r.preset})
     if len(presets) > 1:
         return f", presets {', '.join(presets)} (in the task names)"
-    return f", preset {presets[0]}" if presets else ""
+    return f", preset {presets[0]}{SMOKE_NOTE if presets[0] == 'smoke' else ''}" if presets else ""
 
 
 def seed_count(groups: Sequence[Group]) -> str:
