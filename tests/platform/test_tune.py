@@ -147,6 +147,50 @@ def test_tuned_plan_uses_each_studys_values_on_fresh_seeds(tmp_path):
         make_tuned_plan([tmp_path], None, None, [])
 
 
+def _tuned_dirs(tmp_path, budgets: dict[str, int | None]) -> list:
+    """One best.json per loss (recsys, smoke), with its study's number of trials (``None``: not recorded)."""
+    import json
+
+    dirs = []
+    for loss, trials in budgets.items():
+        (tmp_path / loss).mkdir(parents=True)
+        record = {"plugin": "recsys", "loss": loss, "preset": "smoke", "sets": [], "seeds": [1],
+                  "params": {"sampler.temperature": "0.3"}, **({} if trials is None else {"trials": trials})}
+        (tmp_path / loss / "best.json").write_text(json.dumps(record))
+        dirs.append(tmp_path / loss)
+    return dirs
+
+
+def test_tuned_plan_shows_each_studys_budget_and_warns_when_they_differ(tmp_path):
+    """New-user trial: "does debiasing help?" needs the same tuning budget per loss (tune.md), yet nothing in
+    compare --tuned said how many trials each study ran; 3 against 40 passed silently."""
+    from contrastlab.experiments.plan import make_tuned_plan
+
+    a, b = _tuned_dirs(tmp_path / "differ", {"infonce": 3, "dcl": 40})
+    plan = make_tuned_plan([a, b], 1, None, [])
+    assert plan.title == "tuned recsys: infonce (3 trials), dcl (40 trials)"
+    assert plan.warnings == [f"warning: the studies ran different numbers of trials ({a}: 3, {b}: 40); a loss tuned "
+                             "longer can win by its budget alone: give every loss the same --trials"]
+    assert plan.spec["trials"] == {str(a): 3, str(b): 40}
+    a, b = _tuned_dirs(tmp_path / "same", {"infonce": 1, "dcl": 1})
+    plan = make_tuned_plan([a, b], 1, None, [])
+    assert plan.title == "tuned recsys: infonce (1 trial), dcl (1 trial)" and plan.warnings == []
+    a, b = _tuned_dirs(tmp_path / "old", {"infonce": None, "dcl": 5})  # a best.json from before budgets were kept
+    plan = make_tuned_plan([a, b], 1, None, [])
+    assert plan.title == "tuned recsys: infonce, dcl (5 trials)" and plan.warnings == []
+
+
+def test_compare_tuned_prints_the_budget_warning_under_its_header(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    a, b = _tuned_dirs(tmp_path, {"infonce": 3, "dcl": 40})
+    result = CliRunner().invoke(app, ["compare", "--tuned", str(a), "--tuned", str(b), "--seeds", "1", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("tuned recsys: infonce (3 trials), dcl (40 trials): preset smoke, 2 runs"), lines
+    assert lines[1].startswith("warning: the studies ran different numbers of trials"), lines
+    assert "warning" not in result.stdout
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [('{"plugin": "recsys"}', "best.json is not a `platform tune` record (missing preset, loss, params)"),

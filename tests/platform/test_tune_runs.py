@@ -184,6 +184,24 @@ def test_best_json_of_a_trial_recorded_before_seeds_were_stored_lists_seeds_1_to
     assert (record["trial"], record["value"], record["metric"]) == (0, 0.5, "eval/ndcg@20")
 
 
+def test_best_json_records_how_many_trials_the_study_ran(tmp_path):
+    """The tuning budget ``compare --tuned`` shows: complete and pruned trials count, failed ones do not."""
+    from contrastlab.experiments import tune as tn
+
+    plugin = SimpleNamespace(name="recsys", primary_metric="eval/ndcg@20", higher_is_better=True)
+    spec = tn.TuneSpec(plugin, "dcl", "smoke", [], [tn.parse_search("loss.tau_plus=uniform(0.01,0.2)")], [1],
+                       tmp_path)
+    study = optuna.create_study(direction="maximize")
+    space = {"loss.tau_plus": optuna.distributions.FloatDistribution(0.01, 0.2)}
+    for value in (0.5, 0.7):
+        study.tell(study.ask(space), value)
+    study.tell(study.ask(space), state=optuna.trial.TrialState.PRUNED)
+    study.tell(study.ask(space), state=optuna.trial.TrialState.FAIL)
+    tn.write_best(study, spec)
+    record = json.loads((tmp_path / "best.json").read_text())
+    assert (record["trial"], record["value"], record["trials"]) == (1, 0.7, 3)
+
+
 def test_a_run_above_the_median_is_not_pruned(tmp_path, monkeypatch):
     """The median pruner stops a trial only when its curve is worse than the earlier trials' median at the same
     step: a two-seed trial whose first run scores 0.1 where the earlier trial had 0.0 keeps going."""

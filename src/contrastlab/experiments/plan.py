@@ -45,6 +45,8 @@ class Plan:
     """What ``compare.json`` records (the runs are added by the caller)."""
     about: str = ""
     """A recipe's description and source, one line (``--dry-run`` prints it); empty without a recipe."""
+    warnings: list[str] = field(default_factory=list)
+    """``warning: ...`` lines ``platform compare`` prints under its header (e.g. tuning budgets that differ)."""
 
 
 def require_preset(plugin: TaskPlugin, preset: str | None, command: str = "compare") -> str:
@@ -213,11 +215,19 @@ def make_tuned_plan(
         for s in seed_values
     ]
     ident = json.dumps([sorted(str(Path(d).resolve()) for d in dirs), extra])
+    budgets = {str(d): r.get("trials") for d, r in zip(dirs, records, strict=True)}  # None: a best.json before it
     spec = {"plugin": task.name, "tuned": [str(d) for d in dirs], "losses": losses, "seeds": seed_values,
-            "sets": extra}  # fmt: skip
+            "sets": extra, "trials": budgets}  # fmt: skip
     out = Path("compare") / f"tuned-{task.name}-{hashlib.sha1(ident.encode()).hexdigest()[:8]}"
+    shown = [f"{loss} ({cmp.count(n, 'trial')})" if isinstance(n, int) else loss
+             for loss, n in zip(losses, budgets.values(), strict=True)]
+    warnings = []
+    if len({n for n in budgets.values() if isinstance(n, int)}) > 1:
+        each = ", ".join(f"{d}: {n}" for d, n in budgets.items() if isinstance(n, int))
+        warnings.append(f"warning: the studies ran different numbers of trials ({each}); a loss tuned longer can "
+                        "win by its budget alone: give every loss the same --trials")
     # rows=[]: one table row; each loss is a column labelled with its tuned values (they differ per loss)
-    return Plan(f"tuned {task.name}: {', '.join(losses)}", task, preset, points, out, [], spec)
+    return Plan(f"tuned {task.name}: {', '.join(shown)}", task, preset, points, out, [], spec, warnings=warnings)
 
 
 def _read_tuned(folder: Path) -> dict[str, Any]:

@@ -395,6 +395,8 @@ def write_best(study: Any, spec: TuneSpec) -> Path | None:
         "trial": best.number,
         "value": best.value,
         "metric": setup["metric"],
+        # the tuning budget: compare --tuned shows it and warns when the losses' budgets differ
+        "trials": sum(t.state.name in ("COMPLETE", "PRUNED") for t in study.trials),
     }
     (out / "best.json").write_text(json.dumps(record, indent=2))
     return path
