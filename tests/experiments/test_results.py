@@ -124,6 +124,21 @@ def test_one_seed_has_std_zero_and_each_metric_its_own_interval() -> None:
         assert group.interval("mean", metric) == pytest.approx((x.mean(), low, high)), metric
 
 
+def test_the_iqm_gets_a_bootstrap_interval_from_four_seeds_on() -> None:
+    """New-user trial: a 2-seed IQM was printed as "121.3 [91.4, 151.2]", its seeds' [min, max], which the docs
+    call unreliable. Below four seeds the IQM is the mean, without an interval."""
+    values = [0.6, 0.7, 0.9, 0.5, 0.8]
+    for n in (2, 3):
+        (group,) = rs.group_runs([_scored("dcl", s, {"eval/svm_acc": v}) for s, v in enumerate(values[:n], 1)])
+        est, low, high = group.interval("iqm")
+        assert est == pytest.approx(np.mean(values[:n])) and math.isnan(low) and math.isnan(high), n
+    for n in (4, 5):
+        (group,) = rs.group_runs([_scored("dcl", s, {"eval/svm_acc": v}) for s, v in enumerate(values[:n], 1)])
+        est, low, high = group.interval("iqm")
+        trimmed = sorted(values[:n])[1:-1]  # n // 4 = 1 value cut from each end
+        assert est == pytest.approx(np.mean(trimmed)) and min(values[:n]) <= low <= est <= high <= max(values), n
+
+
 def test_a_key_every_run_sets_alike_is_left_out_of_the_labels() -> None:
     """Only the override keys that vary name rows and columns: ``--set train.epochs=5`` on every run adds nothing."""
     groups = rs.group_runs([

@@ -135,6 +135,12 @@ def load_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 # ---------------------------------------------------------------------------------------------- grouping
+IQM_MIN_SEEDS = 4
+"""Fewest seeds whose IQM gets a bootstrap interval: with 2–3 seeds nothing is trimmed (the IQM is the mean) and a
+percentile bootstrap spans about their range (two seeds: exactly ``[min, max]``, which covered the mean only about
+half the time, docs/compare.md "Statistics"); the main table's Student-t interval is the one to read there."""
+
+
 @dataclass
 class Group:
     """All seeds of one configuration, placed in a task row and a configuration column."""
@@ -181,12 +187,14 @@ class Group:
     def interval(self, stat: str = "mean", metric: str | None = None) -> tuple[float, float, float]:
         """``(estimate, low, high)``: ``stat`` (``mean``/``iqm``) over the completed seeds with a 95 % interval:
         Student-t for the mean, percentile bootstrap (fixed seed) for the IQM (see :mod:`.stats`); the bounds are
-        nan below two seeds."""
+        nan below two seeds, and for the IQM up to ``IQM_MIN_SEEDS - 1`` seeds (its estimate is then the mean)."""
         key = (stat, metric or self.primary)
         if key not in self._intervals:
             vals = self.values(metric)
             if not vals:
                 est: tuple[float, float, float] = (math.nan, math.nan, math.nan)
+            elif stat == "iqm" and len(vals) < IQM_MIN_SEEDS:
+                est = (float(np.mean(vals)), math.nan, math.nan)
             else:
                 est = st.t_interval(vals) if stat == "mean" else st.interval(np.array(vals), stat)
             self._intervals[key] = (float(est[0]), float(est[1]), float(est[2]))

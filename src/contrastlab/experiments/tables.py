@@ -232,7 +232,8 @@ def markdown(groups: Sequence[Group], curve_tags: Mapping[str, str | None] | Non
         "",
         "## Per-task IQM",
         "",
-        "Interquartile mean over seeds [95 % bootstrap CI] (with 3 seeds or fewer the IQM is the mean).",
+        "Interquartile mean over seeds [95 % bootstrap CI] (with 3 seeds or fewer the IQM is the mean and has no "
+        "interval here: a bootstrap of so few seeds spans about their range; read the main table's t-interval).",
         "",
         "| task | " + " | ".join(md_cell(c) for c in cols) + " |",
         "|---|" + "---|" * len(cols),
