@@ -60,3 +60,15 @@ def test_plain_lines_are_due_again_exactly_every_seconds_later(monkeypatch):
     clock[0] = 30.0
     plain.report(0, 1, 0)  # due: 30 s after the last line
     assert len(buffer.getvalue().splitlines()) == 2
+
+
+def test_the_eta_says_finishing_while_runs_left_have_no_steps_left():
+    """New-user trial: "grid: 3/4 done, 1 running ... ETA 0:00:00" stood for over 30 s while the last run ran its
+    final evaluation (its progress was already 100 %). Done grids still say 0:00:00."""
+    eta = gp.GridEta(total=4, slots=1)
+    eta.finished(60.0)
+    eta.parts_left = lambda: ([0.0], [])  # one run running, nothing of its steps left
+    assert eta.text(3) == "finishing"
+    eta.parts_left = lambda: ([0.5], [])
+    assert eta.text(3) == "0:00:30"
+    assert eta.text(4) == "0:00:00"

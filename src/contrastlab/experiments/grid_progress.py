@@ -61,9 +61,12 @@ class GridEta:
         return sum(typical) / len(typical) * busy_span(running, waiting, self.slots)
 
     def text(self, done: int) -> str:
-        """``0:12:30``, or ``?`` when unknown."""
+        """``0:12:30``; ``?`` when unknown; ``finishing`` when runs are left but none has steps left (their final
+        evaluations and summaries: a ``0:00:00`` there sat for minutes while the last run evaluated)."""
         seconds = self.seconds_left(done)
-        return "?" if seconds is None else clock(seconds)
+        if seconds is None:
+            return "?"
+        return "finishing" if done < self.total and round(seconds) == 0 else clock(seconds)
 
 
 def busy_span(running: Sequence[float], waiting: Sequence[float], slots: int) -> float:
