@@ -571,3 +571,18 @@ def test_a_diverged_seed_is_reported_while_another_still_runs(tmp_path):
     (run / "summary.json").write_text((run / "summary.json").read_text().replace("0.25", "NaN"))
     (group,) = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
     assert rt.main_cell(group, False) == "failed: no finite score in 1 completed run"
+
+
+def test_results_md_warns_beside_a_loss_curve_that_levels_do_not_compare(tmp_path):
+    """New-user trial: simclr smoke draws train/loss (infonce ≈ 4.1 against dcl ≈ 3.6) and lower reads as better;
+    results.md named the tag without compare.md's warning that each loss has its own scale."""
+    for loss in ("infonce", "dcl"):
+        write_synthetic_run(tmp_path, loss=loss, seed=1, final={"score": 0.5}, curve=[0.1, 0.2])
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    lines = rt.markdown(groups, {"toy": "train/loss", "pu": "pretrain/loss_vs_env_frames", "rl": "eval/loss_rate",
+                                 "none": None}).splitlines()
+    start = lines.index("Learning curves (`curves.png`, `aggregate.png`) show, per task:")
+    assert lines[start + 1: start + 5] == [
+        f"- toy: `train/loss`{rt.LOSS_CURVE_NOTE}", f"- pu: `pretrain/loss_vs_env_frames`{rt.LOSS_CURVE_NOTE}",
+        "- rl: `eval/loss_rate`", "- none: `nothing logged`"]
+    assert "compare the curves' shapes, not levels" in rt.LOSS_CURVE_NOTE
