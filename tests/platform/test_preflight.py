@@ -52,7 +52,10 @@ def test_a_label_aware_loss_needs_a_label_kind_the_plugin_provides() -> None:
         preflight(_Tiny(), _config("punce"))
     assert str(info.value).startswith("loss 'punce' needs pu labels, but plugin 'tiny' provides class with this "
                                       "config; choose an unsupervised loss (bcl, dcl, debiased_pos, hcl, infonce")
+    # new-user trial: the label-aware losses the plugin can feed were not named
+    assert str(info.value).endswith("), or one that uses its class labels (supcon, unbiased)"), str(info.value)
     with pytest.raises(IncompatibleError) as info:
         preflight(_Unlabelled(), _config("supcon"))
     assert str(info.value).startswith("loss 'supcon' needs class or pu labels, but plugin 'unlabelled' provides no "
                                       "labels with this config; choose an unsupervised loss (")
+    assert str(info.value).endswith(")") and "or one that uses" not in str(info.value)  # no labels: none to name

@@ -66,7 +66,12 @@ def check_labels(plugin: TaskPlugin[Any], config: TaskConfig) -> None:
     if needed & available:
         return
     have = ", ".join(sorted(available)) or "no labels"
-    hint = plugin.label_hint(config, needed) or f"choose an unsupervised loss ({', '.join(unsupervised_losses())})"
+    hint = plugin.label_hint(config, needed)
+    if not hint:
+        hint = f"choose an unsupervised loss ({', '.join(unsupervised_losses())})"
+        losses = registry("loss")
+        usable = [n for n in losses.names() if losses.get(n).label_kinds & available]  # label-aware ones it can feed
+        hint += f", or one that uses its {have} labels ({', '.join(usable)})" if usable else ""
     raise IncompatibleError(
         f"loss '{config.loss.name}' needs {' or '.join(sorted(needed))} labels, but plugin '{plugin.name}' "
         f"provides {have} with this config; {hint}"
