@@ -204,3 +204,15 @@ def test_devices_take_one_run_per_gpu_unless_runs_per_gpu_says_more(tmp_path: Pa
     for extra, at_a_time in (([], 2), (["--runs-per-gpu", "3"], 6)):
         code, text = run_cli([*base, *extra])
         assert code == 0 and f"; {at_a_time} at a time;" in " ".join(text.split()), text
+
+
+def test_a_local_run_device_this_machine_lacks_is_refused_up_front_but_not_for_ray(tmp_path: Path) -> None:
+    """Local runs train on their config's device here: a CUDA device this machine lacks is one line before
+    anything runs (not N failed runs). On Ray the runs train on the workers' devices: no local check."""
+    base = ["compare", "--plugin", "recsys", "--loss", "infonce,dcl", "--preset", "smoke", "--out",
+            str(tmp_path / "o"), "--dry-run", "--set", "device=cuda:99"]
+    code, text = run_cli(base)
+    assert code == 2 and "error: device 'cuda:99'" in text and "Traceback" not in text, text
+    pytest.importorskip("ray")
+    code, text = run_cli([*base, "--backend", "ray"])
+    assert code == 0 and "on Ray" in text, text
