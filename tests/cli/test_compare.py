@@ -178,3 +178,41 @@ def test_a_report_inside_any_run_or_any_plain_dir_is_refused(tmp_path: Path) -> 
             report_home(dirs, out)
     assert report_home([tmp_path / "cmp"], tmp_path / "cmp" / "report") == tmp_path / "cmp" / "report"
     assert report_home([tmp_path / "a", tmp_path / "b"], tmp_path / "r") == tmp_path / "r"
+
+
+def test_jobs_must_be_at_least_1_and_is_how_many_runs_go_at_a_time(tmp_path: Path) -> None:
+    """--jobs 0 is refused in one line; --jobs N (default 1) is the "N at a time" of the dry run's header."""
+    out = tmp_path / "o"
+    base = ["compare", "--plugin", "recsys", "--loss", "infonce,dcl", "--preset", "smoke", "--out", str(out),
+            "--dry-run"]
+    code, text = run_cli([*base, "--jobs", "0"])
+    assert code == 2 and "error: --jobs 0: must be ≥ 1" in text and "Traceback" not in text, text
+    for jobs, at_a_time in (([], 1), (["--jobs", "1"], 1), (["--jobs", "3"], 3)):
+        code, text = run_cli([*base, *jobs])
+        assert code == 0 and f"; {at_a_time} at a time;" in " ".join(text.split()), text
+    assert not out.exists()
+
+
+def test_devices_take_one_run_per_gpu_unless_runs_per_gpu_says_more(tmp_path: Path, monkeypatch) -> None:
+    """--devices 0,1 runs 2 at a time (--runs-per-gpu defaults to 1); --runs-per-gpu 3 makes it 6."""
+    from contrastlab.experiments import grid as cmp
+
+    parse = cmp.parse_devices
+    monkeypatch.setattr(cmp, "parse_devices", lambda spec: parse(spec, available=2))  # two GPUs, here or not
+    base = ["compare", "--plugin", "recsys", "--loss", "infonce,dcl", "--preset", "smoke", "--out",
+            str(tmp_path / "o"), "--dry-run", "--devices", "0,1"]
+    for extra, at_a_time in (([], 2), (["--runs-per-gpu", "3"], 6)):
+        code, text = run_cli([*base, *extra])
+        assert code == 0 and f"; {at_a_time} at a time;" in " ".join(text.split()), text
+
+
+def test_a_local_run_device_this_machine_lacks_is_refused_up_front_but_not_for_ray(tmp_path: Path) -> None:
+    """Local runs train on their config's device here: a CUDA device this machine lacks is one line before
+    anything runs (not N failed runs). On Ray the runs train on the workers' devices: no local check."""
+    base = ["compare", "--plugin", "recsys", "--loss", "infonce,dcl", "--preset", "smoke", "--out",
+            str(tmp_path / "o"), "--dry-run", "--set", "device=cuda:99"]
+    code, text = run_cli(base)
+    assert code == 2 and "error: device 'cuda:99'" in text and "Traceback" not in text, text
+    pytest.importorskip("ray")
+    code, text = run_cli([*base, "--backend", "ray"])
+    assert code == 0 and "on Ray" in text, text
