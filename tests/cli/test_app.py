@@ -13,6 +13,17 @@ import yaml
 from contrastlab.testing import run_cli
 
 
+@pytest.fixture(autouse=True)
+def wide_consoles(monkeypatch) -> None:
+    """Both CLI consoles 1000 columns wide, so a table cell never wraps: ``COLUMNS`` given to the command is not
+    enough, since rich fixes a console's width when it is created if ``COLUMNS`` is set then (pytest-xdist's
+    workers and many terminals set it)."""
+    from contrastlab.cli import common
+
+    for console in (common.console, common.err_console):
+        monkeypatch.setattr(console, "_width", 1000)
+
+
 def assert_one_line_error(code: int, output: str, *needles: str) -> None:
     """Non-zero exit, an ``error:`` line, no traceback, and the expected words."""
     assert code != 0, output
