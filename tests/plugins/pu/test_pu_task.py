@@ -365,3 +365,138 @@ def test_logged_metrics_names_every_tag_a_run_logs(tmp_path: Path, mode: str) ->
     logged = {key for row in rows for key in row if "/" in key}
     assert {"prior/true", "prior/used", "prior/risk"} <= logged
     assert logged <= set(_plugin().logged_metrics(run.config))
+
+
+def test_accuracy_is_ranked_higher_is_better() -> None:
+    """compare/tune rank runs by the primary metric: a higher test accuracy is the better run."""
+    plugin = _plugin()
+    assert plugin.primary_metric == "test/accuracy" and plugin.higher_is_better is True
+
+
+def test_the_loss_prior_is_filled_only_when_asked() -> None:
+    """``prior.fill_loss=false`` leaves punce's own prior and marks no key as filled; auto keys given explicitly
+    (as config.yaml does on a re-resolve) are kept, not recomputed."""
+    own = pu_task.cl.registry("loss").get("punce").defaults()["prior"]
+    assert own != pytest.approx(72 / 168)  # the split's π, filled by default
+    off = _config("punce", ["prior.fill_loss=false"])
+    assert off.prior.auto_loss_keys == [] and off.loss.hparams()["prior"] == pytest.approx(own)
+    kept = _config("punce", ["prior.auto_loss_keys=[]"])
+    assert kept.prior.auto_loss_keys == [] and kept.loss.hparams()["prior"] == pytest.approx(own)
+
+
+def test_check_downloads_the_data_but_config_resolution_does_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Resolving a config only peeks at data already on disk; the pre-flight check fetches a missing dataset."""
+    asked: list[bool] = []
+    original = pu_task.load_dataset
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs["download"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(pu_task, "load_dataset", spy)
+    config = _config("punce")
+    assert asked and not any(asked)
+    asked.clear()
+    _plugin().check(config)
+    assert asked and all(asked)
+
+
+@pytest.mark.parametrize("extra", [[], ["classifier.fine_tune=true"], ["method=end_to_end"]],
+                         ids=["probe", "fine_tune", "end_to_end"])
+def test_the_classifier_trains_what_the_method_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    extra: list[str]) -> None:
+    """docs/pu.md: the probe trains only the linear head on frozen, standardised features; ``fine_tune`` trains
+    the encoder too at ``classifier.fine_tune_lr``; the end-to-end baseline trains encoder and head at
+    ``classifier.lr``, without standardisation. Every step uses the split's risk prior."""
+    encoders: list[torch.nn.Module] = []
+    steps: list[tuple] = []
+    build, step = pu_task.build_encoder, pu_task.classifier_step
+
+    def build_spy(*args, **kwargs):
+        encoders.append(build(*args, **kwargs))
+        return encoders[-1]
+
+    def step_spy(model, optimizer, risk, data, *args):
+        steps.append((model, [(set(map(id, g["params"])), g["lr"]) for g in optimizer.param_groups], risk, data))
+        return step(model, optimizer, risk, data, *args)
+
+    monkeypatch.setattr(pu_task, "build_encoder", build_spy)
+    monkeypatch.setattr(pu_task, "classifier_step", step_spy)
+    run, _ = _train(tmp_path, "infonce", [*extra, "classifier.lr=0.01", "classifier.fine_tune_lr=0.002"])
+    assert run.latest_checkpoint_step() == 10  # 4 + 6 steps, or the baseline's budget of 10 from step 0
+    (encoder,) = encoders
+    enc = set(map(id, encoder.parameters()))
+    model, groups, risk, data = steps[0]
+    head = model if not extra else model[1]
+    assert set(map(id, head.parameters())) and len(steps) == (10 if extra == ["method=end_to_end"] else 6)
+    if not extra:
+        assert groups == [(set(map(id, model.parameters())), 0.01)] and not enc & groups[0][0]
+        assert data.preprocess is None and data.inputs.dtype == torch.float32 and data.inputs.shape == (192, 8)
+    else:
+        assert model[0] is encoder and data.inputs.dtype == torch.uint8
+        assert groups == [(enc, 0.002 if extra == ["classifier.fine_tune=true"] else 0.01),
+                          (set(map(id, head.parameters())), 0.01)]
+    standardized = isinstance(head[0], pu_task.nn.Identity) is False
+    assert standardized == (extra != ["method=end_to_end"])
+    assert risk.kind == "nnpu" and risk.prior == pytest.approx(72 / 168)
+
+
+def test_the_ascent_fraction_is_the_share_of_ascent_steps_since_the_last_log(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """``classifier/ascent_fraction`` is (nnPU ascent steps)/(steps) over each log window of 2 steps."""
+    import dataclasses
+
+    pattern = iter([True, False, True, True, False, False])
+    step = pu_task.classifier_step
+
+    def scripted(*args, **kwargs):
+        return dataclasses.replace(step(*args, **kwargs), ascent=next(pattern))
+
+    monkeypatch.setattr(pu_task, "classifier_step", scripted)
+    run, _ = _train(tmp_path, "infonce")
+    rows = [json.loads(line) for line in (run.dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["classifier/ascent_fraction"] for r in rows if "classifier/ascent_fraction" in r] == [0.5, 1.0, 0.0]
+
+
+def test_eval_of_a_run_without_a_trained_classifier_is_a_config_error(tmp_path: Path) -> None:
+    """``platform eval`` on a run with no checkpoint, or one stopped during pre-training, names the fix."""
+    plugin = _plugin()
+    run = Run.create(plugin, _config("infonce"), tmp_path)
+    with pytest.raises(ConfigError, match="no trained PU classifier yet"):
+        plugin.evaluate(run, None)  # type: ignore[arg-type]
+    run.save_checkpoint({"phase": "pretrain", "model": {}, "pretrain_opt": {}, "log_window": None}, 2)
+    with pytest.raises(ConfigError, match="no trained PU classifier yet"):
+        plugin.evaluate(run, None)  # type: ignore[arg-type]
+
+
+def test_the_progress_at_each_checkpoint_is_the_share_of_steps_done(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """End-to-end baseline (one phase of 10 classifier steps): the checkpoint at step g records a progress
+    between (g − 1)/10 and g/10, never above 1."""
+    seen: list[tuple[int, float]] = []
+    save = Run.save_checkpoint
+
+    def recording(self: Run, state, step, **kwargs):
+        out = save(self, state, step, **kwargs)
+        seen.append((step, json.loads(self.rundir.run_json.read_text())["progress"]))
+        return out
+
+    monkeypatch.setattr(Run, "save_checkpoint", recording)
+    _train(tmp_path, extra=["method=end_to_end"])
+    assert [g for g, _ in seen] == [3, 6, 9, 10]
+    assert all((g - 1) / 10 - 1e-9 <= p <= g / 10 + 1e-9 for g, p in seen), seen
+
+
+def test_an_estimated_prior_is_not_estimated_while_resolving_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Elkan–Noto estimate trains a classifier: it is made once, by the run, not also to fill config.yaml."""
+    calls: list[str] = []
+    original = pu_task.resolve_prior
+
+    def spy(config, *args):
+        calls.append(config.prior.mode)
+        return original(config, *args)
+
+    monkeypatch.setattr(pu_task, "resolve_prior", spy)
+    config = _config("punce", ["prior.mode=estimate", "prior.estimator_steps=5"])
+    assert calls == [] and config.prior.auto_loss_keys == ["prior"]
+    assert _config("punce").loss.hparams()["prior"] == pytest.approx(72 / 168) and calls == ["exact"]

@@ -102,3 +102,112 @@ def test_a_huge_view_count_or_image_size_is_refused_before_the_run_is_created(ke
     (a traceback and a failed run)."""
     with pytest.raises(cl.ConfigError, match=rf"{key}=100000: Input should be less than or equal to {bound}"):
         resolve_config(SimCLRTask(), preset="smoke", sets=[f"{key}=100000"])
+
+
+@pytest.mark.parametrize(("layout", "expected"), [
+    (["train/a", "train/b", "train/c", "test/a"], 3), (["a", "b"], 2), ([], None), (None, None)])
+def test_the_class_count_of_an_image_folder_is_its_class_subfolders(tmp_path, layout, expected) -> None:
+    """τ+ = 1/C needs C before loading: an image folder's classes are the subfolders of ``root/train`` (or of
+    ``root`` without a train split); none, or no root, gives no count (and no τ+ default) rather than a crash."""
+    from contrastlab.plugins.simclr.task import num_classes_of
+
+    sets = ["data.dataset=image_folder"]
+    if layout is not None:
+        for sub in layout:
+            (tmp_path / sub).mkdir(parents=True)
+        (tmp_path / "notes.txt").write_text("not a class")
+        sets.append(f"data.root={tmp_path}")
+    config = resolve_config(SimCLRTask(), preset="smoke", loss="dcl", sets=sets)
+    assert num_classes_of(config) == expected
+    default = cl.registry("loss").get("dcl").defaults()["tau_plus"]
+    assert config.loss.hparams()["tau_plus"] == pytest.approx(1 / expected if expected else default)
+
+
+def test_linear_accuracy_is_ranked_higher_is_better() -> None:
+    assert SimCLRTask().higher_is_better is True
+
+
+def test_a_batch_as_large_as_the_data_or_the_queue_is_accepted():
+    """The bounds are strict: ``train.batch_size`` may equal the training images, ``sampler.size`` the batch."""
+    task = SimCLRTask()
+    task.check(tiny_config("infonce", "train.batch_size=128", task=task))
+    task.check(tiny_config("infonce", "sampler.size=16", sampler="queue", task=task))
+    with pytest.raises(cl.ConfigError, match=r"train\.batch_size=129 exceeds the 128 training images"):
+        task.check(tiny_config("infonce", "train.batch_size=129", task=task))
+    for size in (1, 15):
+        with pytest.raises(cl.ConfigError, match=rf"sampler\.size={size} is smaller than train\.batch_size=16"):
+            task.check(tiny_config("infonce", f"sampler.size={size}", sampler="queue", task=task))
+
+
+def test_logged_metrics_name_the_linear_probe_only_when_it_runs():
+    task = SimCLRTask()
+    linear = {"eval/linear_top1", "eval/linear_top5", "eval/linear_train_top1"}
+    assert linear <= set(task.logged_metrics(tiny_config("dcl")))
+    off = set(task.logged_metrics(tiny_config("dcl", "eval.linear=false")))
+    assert not linear & off and {"eval/knn_top1", "train/loss"} <= off
+
+
+@pytest.mark.parametrize(("sets", "steps"), [([], 128 // 16 * 3), (["train.max_steps=5"], 5)])
+def test_the_time_estimate_is_steps_times_images_per_step_times_the_cost_of_one(monkeypatch, sets, steps):
+    """steps = min(⌊n/B⌋ · epochs, max_steps), each of B·V encoded images at the measured per-image cost."""
+    from contrastlab.plugins.simclr import task as simclr_task
+
+    seen = []
+
+    def per_image(name, hparams, device, size):
+        seen.append(size)
+        return 0.5
+
+    monkeypatch.setattr(simclr_task, "seconds_per_image", per_image)
+    task = SimCLRTask()
+    config = tiny_config("dcl", "train.epochs=3", "data.views=3", *sets, task=task)
+    assert task.estimate_seconds(config, "cpu") == pytest.approx(steps * 16 * 3 * 0.5)
+    assert seen == [16]  # augment.size
+
+
+def test_an_unknown_image_count_gives_no_estimate():
+    task = SimCLRTask()
+    config = tiny_config("dcl", "data.dataset=image_folder", "data.train_subset=null", task=task)
+    assert task.estimate_seconds(config, "cpu") is None
+
+
+def test_the_evaluation_bank_is_the_labeled_train_split_whatever_the_contrastive_split():
+    """STL-10 pre-trains on ``unlabeled`` (labels −1): the kNN bank and the linear probe still use ``train``."""
+    import torch
+
+    from contrastlab.data.base import ImageDataset
+
+    def fake(split: str, n: int, label: int) -> ImageDataset:
+        return ImageDataset(torch.zeros(n, 1, 4, 4, dtype=torch.uint8), torch.full((n,), label), 2, ["a", "b"],
+                            "synthetic", split)
+
+    sets = {"train": fake("train", 10, 0), "unlabeled": fake("unlabeled", 30, -1), "test": fake("test", 6, 1)}
+
+    class Fake(SimCLRTask):
+        def _dataset(self, config, split):
+            return sets[split]
+
+    train, bank, test = Fake()._splits(tiny_config("dcl", "data.train_split=unlabeled", "data.train_subset=null",
+                                                   "data.test_subset=null"))
+    assert (train.split, bank.split, test.split) == ("unlabeled", "train", "test")
+    train, bank, _ = Fake()._splits(tiny_config("dcl", "data.train_subset=null", "data.test_subset=null"))
+    assert train is bank is sets["train"]
+
+
+def test_image_size_reaches_only_the_image_folder_loader(monkeypatch):
+    """``data.image_size`` resizes image folders; the fixed-size datasets' loaders never get it."""
+    from contrastlab.plugins.simclr import task as simclr_task
+
+    calls = []
+    monkeypatch.setattr(simclr_task, "load_dataset", lambda name, **kwargs: calls.append((name, kwargs)))
+    for dataset in ("image_folder", "synthetic"):
+        config = tiny_config("dcl", f"data.dataset={dataset}", "data.image_size=24", "data.root=/nonexistent")
+        SimCLRTask()._dataset(config, "train")
+    assert [(n, k.get("image_size")) for n, k in calls] == [("image_folder", 24), ("synthetic", None)]
+
+
+@pytest.mark.parametrize(("sets", "scale"), [([], 0.08), (["augment.crop_scale_min=0.3"], 0.3)])
+def test_the_crop_scale_override_keeps_the_full_image_as_its_top(sets, scale):
+    task = SimCLRTask()
+    spec = task.augment_spec(tiny_config("dcl", *sets, task=task), 1, 16)
+    assert spec.crop_scale == (scale, 1.0) and spec.size == 16

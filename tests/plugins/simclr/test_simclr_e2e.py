@@ -134,3 +134,35 @@ def test_a_resume_from_the_final_checkpoint_keeps_the_training_metrics(tmp_path:
     assert {"train/loss", "train/images_per_s", "train/clamped_frac"} <= set(before)
     assert before["train/images_per_s"] > 0
     assert after == before
+
+
+def test_a_runs_rows_follow_its_schedule(tmp_path, monkeypatch):
+    """4 epochs of 8 steps (128 images, batch 16), logs every 4 steps, kNN every 3 epochs: train rows at 4, 8, ..,
+    32 with ``train/epoch`` = step/8; kNN after epoch 3 (step 24) and at the end (32, not twice); the throughput
+    is images seen / elapsed time since the start (a fake clock: one second per reading)."""
+    import types
+
+    from contrastlab.plugins.simclr import task as simclr_task
+
+    clock = iter(range(100, 1000))
+    monkeypatch.setattr(simclr_task, "time", types.SimpleNamespace(perf_counter=lambda: float(next(clock))))
+    config = tiny_config("dcl", "train.epochs=4", "eval.knn_every=3", "train.log_every=4", "eval.linear=false",
+                         "checkpoint_every=100")
+    run, summary = _train(tmp_path, config)
+    rows = [json.loads(line) for line in (run.dir / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in rows if "train/loss" in r]
+    assert [r["step"] for r in train] == [4 * k for k in range(1, 9)]
+    assert [r["train/epoch"] for r in train] == [r["step"] / 8 for r in train]
+    assert [r["train/images_per_s"] for r in train] == [64.0] * 8  # 64 more images per one-second reading
+    assert [r["step"] for r in rows if "eval/knn_top1" in r] == [24, 32]
+    assert not any("eval/linear_top1" in r for r in rows)  # eval.linear=false: no probe, mid-run or at the end
+    m = summary["metrics"]
+    assert m["train/images_per_s"] == pytest.approx(512 / 9) and m["train/loss"] == train[-1]["train/loss"]
+    assert summary["steps"] == 32 and summary["tau_plus_is_one_over_C"] is True
+
+
+def test_tau_plus_is_one_over_c_is_recorded_false_for_another_value(tmp_path):
+    _, summary = _train(tmp_path, tiny_config("dcl", "loss.tau_plus=0.3", "train.max_steps=2", "eval.linear=false"))
+    assert summary["tau_plus"] == pytest.approx(0.3) and summary["tau_plus_is_one_over_C"] is False
+    _, summary = _train(tmp_path / "b", tiny_config("infonce", "train.max_steps=2", "eval.linear=false"))
+    assert summary["tau_plus"] is None and summary["tau_plus_is_one_over_C"] is False
