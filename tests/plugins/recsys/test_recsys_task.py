@@ -359,3 +359,19 @@ def test_the_time_estimate_of_generated_data_follows_its_expected_size(sets):
     flops = 3 * (t.batch_size ** 2 * dim + 2 * layers * 2 * n * dim)
     expected = steps * flops * module._SECONDS_PER_FLOP["cpu"]
     assert RecsysTask().estimate_seconds(config, "cpu") == pytest.approx(expected)
+
+
+def test_an_epoch_end_saves_a_checkpoint_only_when_one_is_due(tmp_path):
+    """``checkpoint_every`` beyond the run's steps: the final checkpoint is the only one (an epoch's end is saved
+    only when a checkpoint is due there)."""
+    config = _config("dcl", ["train.epochs=2", "eval.at_init=false", "eval.every_epochs=1", "checkpoint_every=1000"])
+    run, summary = _train(tmp_path, config)
+    assert [p.name for p in (run.dir / "checkpoints").glob("step_*.pt")] == [f"step_{summary['steps']:012d}.pt"]
+
+
+def test_the_periodic_evaluation_follows_every_third_epoch(tmp_path):
+    """``eval.every_epochs=3`` over 4 epochs: after epoch 3 and at the end (not after epochs 1 or 2)."""
+    config = _config("dcl", ["train.epochs=4", "eval.at_init=false", "eval.every_epochs=3"])
+    per_epoch = len(RecsysTask().problem(config)[1].train) // config.train.batch_size
+    run, _ = _train(tmp_path, config)
+    assert [r["step"] for r in _rows(run.dir) if "eval/ndcg@20" in r] == [3 * per_epoch, 4 * per_epoch]
