@@ -375,3 +375,5 @@ def test_the_periodic_evaluation_follows_every_third_epoch(tmp_path):
     per_epoch = len(RecsysTask().problem(config)[1].train) // config.train.batch_size
     run, _ = _train(tmp_path, config)
     assert [r["step"] for r in _rows(run.dir) if "eval/ndcg@20" in r] == [3 * per_epoch, 4 * per_epoch]
+    logged = [r for r in _rows(run.dir) if "train/loss" in r]
+    assert logged and all(r["train/epoch"] == pytest.approx(r["step"] / per_epoch) for r in logged)  # epochs done
