@@ -171,7 +171,8 @@ def _evaluations_run(epochs: int, per_epoch: int, total: int, initial: bool, eve
     return int(initial) + mid + 1
 
 
-@pytest.mark.parametrize("sets", [[], ["eval.every=0"], ["eval.initial=false", "eval.every=7"],
+@pytest.mark.parametrize("sets", [[], ["eval.every=0"], ["eval.initial=false", "eval.every=7"], ["eval.every=1"],
+                                  ["train.epochs=1", "eval.every=1"],
                                   ["train.max_steps=50"], ["train.max_steps=80", "eval.every=10"],
                                   ["data.synthetic.graphs=257", "train.batch_size=64", "eval.every=40"]])
 def test_the_time_estimate_counts_the_training_steps_and_the_readouts_that_run(sets: list[str]) -> None:
