@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from contrastlab.platform.config import resolve_config
+from contrastlab.platform.errors import ConfigError
 from contrastlab.platform.run import Run, seed_everything
 from contrastlab.platform.task import EvalOptions
-from contrastlab.plugins.graph.task import GraphTask, load_graphs, readout_metrics
+from contrastlab.plugins.graph.task import GraphTask, batches_per_epoch, load_graphs, readout_metrics
 from contrastlab.plugins.graph.trainer import build_model, embed_dataset
 from contrastlab.testing import check_stop_and_resume, run_cli
 
@@ -138,3 +139,80 @@ def test_a_data_root_the_synthetic_dataset_would_ignore_is_refused(tmp_path: Pat
                          "--logdir", str(tmp_path / "runs")])
     assert code == 2 and "is not read: data.name=synthetic generates its data" in out, out
     assert "Traceback" not in out and not (tmp_path / "runs").exists()
+
+
+def test_a_tu_dataset_with_a_single_graph_in_some_class_is_refused(tmp_path: Path) -> None:
+    """Cross-validation needs two graphs of every class: five graphs of three classes in turn ([2, 2, 1]) are
+    refused with the class sizes, six ([2, 2, 2]) pass (the boundary)."""
+    from contrastlab.data.synthetic_graphs import write_synthetic_tu
+
+    for name, graphs in (("FIVE", 5), ("SIX", 6)):
+        write_synthetic_tu(tmp_path, name, num_graphs=graphs, seed=0, node_labels=0)
+    task = GraphTask()
+    five = resolve_config(task, preset="smoke", sets=["data.name=FIVE", f"data.root={tmp_path}"])
+    with pytest.raises(ConfigError, match=r"dataset FIVE needs >= 2 graphs in every class .*class sizes \[2, 2, 1\]"):
+        task.check(five)
+    task.check(resolve_config(task, preset="smoke", sets=["data.name=SIX", f"data.root={tmp_path}"]))
+
+
+@pytest.mark.parametrize(("n", "batch", "expected"), [(60, 16, 4), (50, 16, 4), (49, 16, 3), (48, 16, 3),
+                                                        (10, 16, 1), (1, 16, 1)])
+def test_batches_per_epoch_drops_only_a_last_batch_of_one_graph(n: int, batch: int, expected: int) -> None:
+    """⌈n / B⌉ batches, less one when the last would hold a single graph (batch norm cannot train on one)."""
+    full, rest = n // min(batch, n), n % min(batch, n)
+    assert batches_per_epoch(n, batch) == expected == full + (rest > 1)
+
+
+def _evaluations_run(epochs: int, per_epoch: int, total: int, initial: bool, every: int) -> int:
+    """The readouts GraphTask.train runs, counted by walking its schedule: step 0 (eval.initial), the end of every
+    ``every``-th epoch that is not the last one trained, and the end."""
+    ends = [(e + 1) * per_epoch for e in range(epochs)]
+    mid = sum(1 for e, end in enumerate(ends) if every and (e + 1) % every == 0 and end < total)
+    return int(initial) + mid + 1
+
+
+@pytest.mark.parametrize("sets", [[], ["eval.every=0"], ["eval.initial=false", "eval.every=7"], ["eval.every=1"],
+                                  ["train.epochs=1", "eval.every=1"],
+                                  ["train.max_steps=50"], ["train.max_steps=80", "eval.every=10"],
+                                  ["data.synthetic.graphs=257", "train.batch_size=64", "eval.every=40"]])
+def test_the_time_estimate_counts_the_training_steps_and_the_readouts_that_run(sets: list[str]) -> None:
+    """Steps × graphs per step × the per-graph step cost, plus every readout the run performs × graphs × the
+    per-graph readout cost (the final epoch's periodic readout is the final one: not counted twice)."""
+    from contrastlab.plugins.graph import task as module
+
+    config = resolve_config(GraphTask(), preset="smoke", loss="dcl", sets=sets)
+    n, b = config.data.synthetic.graphs, config.train.batch_size
+    full, rest = divmod(n, min(b, n))
+    per_epoch = full + (rest >= 2)
+    total = config.train.epochs * per_epoch
+    total = min(total, config.train.max_steps) if config.train.max_steps else total
+    readouts = _evaluations_run(config.train.epochs, per_epoch, total, config.eval.initial, config.eval.every)
+    for device in ("cpu", "cuda:0"):
+        per_step = module._SECONDS_PER_GRAPH_STEP["cuda" if device.startswith("cuda") else "cpu"]
+        expected = total * min(n, b) * per_step + readouts * n * module._SECONDS_PER_EVAL_GRAPH
+        assert GraphTask().estimate_seconds(config, device) == pytest.approx(expected)
+
+
+def test_the_time_estimate_of_a_tu_dataset_waits_for_its_graphs(tmp_path: Path) -> None:
+    """Unknown (None) until the files are loaded, then from their graph count; the smoke preset is "about 10 s of
+    training and readouts" on a CPU (docs/graph.md) and the GPU step cost is lower."""
+    from contrastlab.data.synthetic_graphs import write_synthetic_tu
+
+    write_synthetic_tu(tmp_path, "TINY", num_graphs=30, seed=0, node_labels=0)
+    task = GraphTask()
+    config = resolve_config(task, preset="smoke", sets=["data.name=TINY", f"data.root={tmp_path}", "eval.every=0"])
+    assert task.estimate_seconds(config, "cpu") is None
+    task.check(config)  # loads the files
+    same = resolve_config(task, preset="smoke", sets=["data.name=synthetic", "data.synthetic.graphs=30",
+                                                      "eval.every=0"])
+    assert task.estimate_seconds(config, "cpu") == pytest.approx(task.estimate_seconds(same, "cpu"))
+    smoke = resolve_config(task, preset="smoke")
+    assert 4 <= task.estimate_seconds(smoke, "cpu") <= 15
+    assert task.estimate_seconds(smoke, "cuda") < task.estimate_seconds(smoke, "cpu")
+
+
+def test_accuracy_is_the_primary_metric_and_higher_is_better() -> None:
+    """compare and tune rank runs by it: a larger SVM accuracy is the better run."""
+    assert GraphTask.primary_metric == "eval/svm_acc" and GraphTask.higher_is_better is True
+    assert GraphTask().logged_metrics(resolve_config(GraphTask(), preset="smoke"))[:2] == ("eval/svm_acc",
+                                                                                           "eval/svm_acc_std")

@@ -281,3 +281,99 @@ def test_a_density_of_one_cannot_be_tau_plus(tmp_path):
     with pytest.raises(ConfigError, match=r"the density 1 is not in \(0, 1\)"):
         resolve_config(RecsysTask(), preset="smoke", loss="dcl",
                        sets=["data.dataset=csv", f"data.root={path}", "loss.tau_plus=from-density"])
+
+
+def test_known_positives_reach_the_training_step_only_when_masking_is_asked(tmp_path, monkeypatch):
+    """``train.mask_known_positives`` hands the training set's sorted user·I + item keys to every step (which
+    masks those negatives); false hands none, so nothing is masked."""
+    import torch
+
+    from contrastlab.plugins.recsys import task as module
+
+    seen = []
+    real = module.train_step
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["train_keys"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "train_step", spy)
+    for flag in (True, False):
+        config = _config("dcl", ["train.max_steps=2", f"train.mask_known_positives={str(flag).lower()}",
+                                 "eval.at_init=false", "eval.every_epochs=0"])
+        seen.clear()
+        _train(tmp_path / str(flag), config)
+        _, split = RecsysTask().problem(config)
+        if flag:
+            expected = torch.sort(split.train.users * split.num_items + split.train.items).values
+            assert len(seen) == 2 and all(torch.equal(keys.cpu(), expected) for keys in seen)
+        else:
+            assert seen == [None, None]
+
+
+@pytest.mark.parametrize("negatives", ["sampled", "both"])
+def test_the_time_estimate_counts_the_sampled_negatives_as_keys(negatives):
+    """Sampled items join the batch as keys (with zero padding queries): the logits are (B + N)² multiply-adds
+    per embedding dimension, the graph propagation 2 · layers · 2 · n · dim, three times (forward + backward)."""
+    from contrastlab.plugins.recsys import task as module
+
+    task = RecsysTask()
+    sets = ["data.root=/nonexistent", f"train.negatives={negatives}", "train.num_negatives=512"]
+    config = resolve_config(task, preset="paper", loss="bcl", sets=sets)
+    t, n = config.train, module.TRAIN_SIZES["ml-100k"]
+    dim, layers = config.encoder.hparams()["dim"], config.encoder.hparams().get("layers", 0)
+    steps = t.epochs * (n // t.batch_size)
+    steps = min(steps, t.max_steps) if t.max_steps else steps
+    keys = t.batch_size + 512
+    flops = 3 * (keys ** 2 * dim + 2 * layers * 2 * n * dim)
+    assert task.estimate_seconds(config, "cpu") == pytest.approx(steps * flops * module._SECONDS_PER_FLOP["cpu"])
+
+
+def test_a_batch_of_every_training_interaction_is_one_step_per_epoch(tmp_path):
+    """``⌊n / B⌋`` steps per epoch (the remainder dropped): B = n gives one full-batch step per epoch."""
+    task = RecsysTask()
+    _, split = task.problem(_config())
+    n_train = len(split.train)
+    config = _config("dcl", [f"train.batch_size={n_train}", "train.epochs=2", "train.log_every=1",
+                             "eval.at_init=false", "eval.every_epochs=0"])
+    run, summary = _train(tmp_path, config)
+    assert summary["steps"] == 2
+    assert [(r["step"], r["train/epoch"]) for r in _rows(run.dir) if "train/loss" in r] == [(1, 1.0), (2, 2.0)]
+
+
+@pytest.mark.parametrize("sets", [[], ["encoder.name=mf"], ["train.batch_size=5000", "train.epochs=3"],
+                                  ["data.synthetic.users=100", "data.test_fraction=0.5", "train.max_steps=7"]])
+def test_the_time_estimate_of_generated_data_follows_its_expected_size(sets):
+    """Generated data: n = users × (min + max)/2 per user × (1 − test fraction) training interactions, ⌊n / B⌋
+    steps per epoch (at least one), B² logits and, for LightGCN only (MF propagates nothing), 2 · layers · 2 · n
+    multiply-adds per dimension, three times (forward + backward)."""
+    from contrastlab.plugins.recsys import task as module
+
+    config = resolve_config(RecsysTask(), preset="smoke", loss="dcl", sets=sets)
+    s, t = config.data.synthetic, config.train
+    n = int(s.users * (s.min_per_user + s.max_per_user) / 2 * (1 - config.data.test_fraction))
+    steps = t.epochs * max(1, n // t.batch_size)
+    steps = min(steps, t.max_steps) if t.max_steps else steps
+    dim = config.encoder.hparams()["dim"]
+    layers = config.encoder.hparams()["layers"] if config.encoder.name == "lightgcn" else 0
+    flops = 3 * (t.batch_size ** 2 * dim + 2 * layers * 2 * n * dim)
+    expected = steps * flops * module._SECONDS_PER_FLOP["cpu"]
+    assert RecsysTask().estimate_seconds(config, "cpu") == pytest.approx(expected)
+
+
+def test_an_epoch_end_saves_a_checkpoint_only_when_one_is_due(tmp_path):
+    """``checkpoint_every`` beyond the run's steps: the final checkpoint is the only one (an epoch's end is saved
+    only when a checkpoint is due there)."""
+    config = _config("dcl", ["train.epochs=2", "eval.at_init=false", "eval.every_epochs=1", "checkpoint_every=1000"])
+    run, summary = _train(tmp_path, config)
+    assert [p.name for p in (run.dir / "checkpoints").glob("step_*.pt")] == [f"step_{summary['steps']:012d}.pt"]
+
+
+def test_the_periodic_evaluation_follows_every_third_epoch(tmp_path):
+    """``eval.every_epochs=3`` over 4 epochs: after epoch 3 and at the end (not after epochs 1 or 2)."""
+    config = _config("dcl", ["train.epochs=4", "eval.at_init=false", "eval.every_epochs=3"])
+    per_epoch = len(RecsysTask().problem(config)[1].train) // config.train.batch_size
+    run, _ = _train(tmp_path, config)
+    assert [r["step"] for r in _rows(run.dir) if "eval/ndcg@20" in r] == [3 * per_epoch, 4 * per_epoch]
+    logged = [r for r in _rows(run.dir) if "train/loss" in r]
+    assert logged and all(r["train/epoch"] == pytest.approx(r["step"] / per_epoch) for r in logged)  # epochs done

@@ -142,10 +142,14 @@ class GraphTask(TaskPlugin[GraphConfig]):
         if n is None:
             return None
         per = _SECONDS_PER_GRAPH_STEP["cuda" if str(device).startswith("cuda") else "cpu"]
-        steps = config.train.epochs * batches_per_epoch(n, config.train.batch_size)
+        per_epoch = batches_per_epoch(n, config.train.batch_size)
+        steps = config.train.epochs * per_epoch
         if config.train.max_steps:
             steps = min(steps, config.train.max_steps)
-        evals = 1 + int(config.eval.initial) + (config.train.epochs // config.eval.every if config.eval.every else 0)
+        # periodic readouts follow every eval.every-th epoch that ends before the last step (that one: the final)
+        epochs_run = -(-steps // per_epoch)
+        periodic = max(0, epochs_run - 1) // config.eval.every if config.eval.every else 0
+        evals = 1 + int(config.eval.initial) + periodic
         return steps * min(n, config.train.batch_size) * per + evals * n * _SECONDS_PER_EVAL_GRAPH
 
     # ------------------------------------------------------------------ data
