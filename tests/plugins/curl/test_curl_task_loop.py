@@ -54,15 +54,14 @@ def _bar() -> SimpleNamespace:
     return SimpleNamespace(update=lambda *a, **k: None, side_task=_side_task, restart_rate=lambda: None)
 
 
-def _loop(cfg, frames_per_step: int = 8, **state) -> tuple[_TrainLoop, list]:
-    """A loop with a fake run that records ``(metrics, step)`` of every log."""
+def _loop(cfg) -> tuple[_TrainLoop, list]:
+    """A loop (cartpole: 8 frames per step) with a fake run that records ``(metrics, step)`` of every log."""
     logged: list = []
-    loop = _TrainLoop.__new__(_TrainLoop)
-    loop.config, loop.repeat, loop.eval_env, loop.bar = cfg, frames_per_step, None, _bar()
-    loop.run = SimpleNamespace(log=lambda metrics, step: logged.append((dict(metrics), step)))
-    loop.state = {"next_eval": 0, "next_log": 0, "last_eval": None, "last_eval_frames": None, **state}
-    loop.episode_return, loop.first_step_resumed, loop.clock = 0.0, False, (0.0, None, None)
+    run = SimpleNamespace(log=lambda metrics, step: logged.append((dict(metrics), step)))
+    state = {"next_eval": 0, "next_log": 0, "last_eval": None, "last_eval_frames": None}
+    loop = _TrainLoop(cfg, run, None, _bar(), state)
     loop.model = SimpleNamespace(num_timesteps=0, learning_starts=10**9, _n_updates=0, pop_stats=dict)
+    assert loop.repeat == 8
     return loop, logged
 
 
@@ -132,6 +131,8 @@ def test_evaluations_follow_eval_every_frames_with_documented_seeds(monkeypatch)
     monkeypatch.setattr(curl_task, "evaluate_agent", evaluate)
     cfg = config("train.eval_every_frames=800", "train.eval_episodes=3", "seed=5")
     loop, logged = _loop(cfg)
+    advanced = []
+    loop.bar.update = lambda n, **fields: advanced.append(n)
     for step in range(0, 201):  # up to 1,600 frames
         loop.model.num_timesteps = step
         loop.maybe_evaluate()
@@ -145,6 +146,7 @@ def test_evaluations_follow_eval_every_frames_with_documented_seeds(monkeypatch)
     loop.model.num_timesteps = 205
     loop.maybe_evaluate(force=True)  # the final one after the last scheduled
     assert [step for _, step in logged][-1] == 1640 and len(seen) == 4
+    assert advanced == [0] * 4  # an evaluation shows its return on the bar without counting frames
 
 
 @pytest.mark.parametrize("save_buffer", [True, False])
@@ -159,8 +161,10 @@ def test_a_checkpoint_holds_the_agent_the_loop_state_and_the_buffer_when_asked(s
     loop.model.get_env = lambda: SimpleNamespace(env_method=lambda name: [f"{name} of env 0"])
     loop.state["train_seconds"], loop.started = 10.0, curl_task.time.monotonic()
     loop.checkpoint(final=True)
-    ((state, step, kwargs),) = saved
+    loop.checkpoint()  # a periodic one: the run goes on after it
+    (state, step, kwargs), (_, _, periodic) = saved
     assert step == 200 and kwargs == {"latest_only": ("replay_buffer",), "final": True}
+    assert periodic["final"] is False
     assert state["agent"] == {"weights": 1} and state["env_random"] == "random_state of env 0"
     assert state["loop"]["last_ckpt_frames"] == 200 and 10.0 <= state["loop"]["train_seconds"] < 70.0
     assert ("replay_buffer" in state) is save_buffer
@@ -234,6 +238,11 @@ def test_the_replay_memory_check_counts_the_frames_the_run_writes(monkeypatch) -
     pages["total"] -= 2
     with pytest.raises(cl.ConfigError, match="more than 90 %"):
         curl_task.check_replay_memory(small)
+    tiny = config("env.render_size=3", "env.frame_stack=3", "env.action_repeat=4", "train.env_frames=10001")
+    pages["total"] = written * 30  # the frames take exactly 90 % (27 bytes each): not more, so accepted
+    curl_task.check_replay_memory(tiny)
+    pages["total"] = 0  # a system that reports no memory: nothing to compare with
+    curl_task.check_replay_memory(tiny)
 
 
 def test_the_cpu_estimate_counts_one_second_per_batch_128_update() -> None:
@@ -245,9 +254,22 @@ def test_the_cpu_estimate_counts_one_second_per_batch_128_update() -> None:
     assert cpu == pytest.approx(updates * 512 / 128, rel=0.01) and 12.5 < cpu / 3600 < 13.5
     assert gpu == pytest.approx(updates * 512 / 128 / 50, rel=0.1)
     short = resolve_config(CurlTask(), preset="paper", device="cpu", sets=["train.env_frames=800"])
-    assert CurlTask().estimate_seconds(short, "cpu") < 5  # all 100 steps are warm-up: no updates
+    assert 0 < CurlTask().estimate_seconds(short, "cpu") < 1  # all 100 steps are warm-up: not one 4 s update
 
 
 def test_the_queue_is_fed_only_with_one_positive_key_set() -> None:
     assert CurlTask().sampler_inputs_for(config()) == {"query_key", "queue"}
     assert CurlTask().sampler_inputs_for(config("agent.num_positives=2")) == {"query_key"}
+
+
+def test_the_return_is_maximised() -> None:
+    """compare/tune rank curl runs by their evaluation return, the higher the better."""
+    assert CurlTask.primary_metric == "eval/episode_return" and CurlTask.higher_is_better is True
+
+
+def test_an_encoder_that_leaves_one_pixel_fits() -> None:
+    """At an 84 px crop, 21 layers leave a 1 × 1 map ((84 - 3) // 2 + 1 - 2 · 20 = 1): the most the error offers."""
+    curl_task.check_encoder_fits(config("agent.crop=84", "encoder.num_layers=21"))
+    curl_task.check_encoder_fits(config("agent.crop=3", "encoder.num_layers=1"))  # the smallest crop that fits
+    with pytest.raises(cl.ConfigError, match="at most 21 layers"):
+        curl_task.check_encoder_fits(config("agent.crop=84", "encoder.num_layers=22"))
