@@ -190,12 +190,15 @@ def test_platform_eval_scores_the_checkpoint_on_its_own_episode_seeds(monkeypatc
     def progress(total, title, unit):
         yield _bar()
 
+    restored = []
     run = SimpleNamespace(config=cfg, device="cpu", dir=tmp_path, progress=progress,
-                          load_checkpoint=lambda restore_rng=True: {"agent": "weights", "step": 1600})
+                          load_checkpoint=lambda restore_rng=True: restored.append(restore_rng) or
+                          {"agent": "weights", "step": 1600})
     out = CurlTask().evaluate(run, EvalOptions())
     assert out == {"eval/episode_return": 2.0, "eval/episode_return_std": 0.0, "eval/episodes": 2.0,
                    "eval/env_frames": 1600.0}
     assert envs[0][1] == 3 + 1 and envs[0][0].seeds == [3 + 20_000, None] and loaded == ["weights"]
+    assert restored == [False]  # scoring leaves the checkpoint's training RNG state alone
     out = CurlTask().evaluate(run, EvalOptions(episodes=3))
     assert out["eval/episodes"] == 3.0 and out["eval/episode_return"] == pytest.approx(10.0 / 3)
     assert out["eval/episode_return_std"] == pytest.approx(statistics.pstdev([2.0, 2.0, 6.0]))
