@@ -279,3 +279,5 @@ def test_an_encoder_that_leaves_one_pixel_fits() -> None:
     curl_task.check_encoder_fits(config("agent.crop=3", "encoder.num_layers=1"))  # the smallest crop that fits
     with pytest.raises(cl.ConfigError, match="at most 21 layers"):
         curl_task.check_encoder_fits(config("agent.crop=84", "encoder.num_layers=22"))
+    with pytest.raises(cl.ConfigError, match="at most 1 layers at that crop"):  # not "agent.crop >= 3": it is 3
+        curl_task.check_encoder_fits(config("agent.crop=3", "encoder.num_layers=2"))
