@@ -66,3 +66,49 @@ def test_the_replay_memory_message_says_the_share_of_memory_it_refuses(monkeypat
         check_replay_memory(config)
     # the ring fills lazily: a short run with that buffer writes a few hundred frames, and was refused
     check_replay_memory(resolve_config(CurlTask(), preset="smoke", sets=[f"agent.buffer_size={frames}"]))
+
+
+BOUNDS = [  # (key, the values at the documented bounds, accepted; the values just past them, refused)
+    ("env.render_size", ["1"], ["0"]),
+    ("env.frame_stack", ["1", "32"], ["0", "33"]),
+    ("env.camera_id", ["-1"], ["-2"]),
+    ("agent.crop", ["1"], ["0"]),
+    ("agent.batch_size", ["2"], ["1"]),  # a contrastive batch needs a negative
+    ("agent.buffer_size", ["1"], ["0"]),
+    ("agent.init_steps", ["1"], ["0"]),
+    ("agent.hidden_dim", ["1", "65536"], ["0", "65537"]),
+    ("agent.lr", ["1e-6"], ["0"]),
+    ("agent.alpha_lr", ["1e-6"], ["0"]),
+    ("agent.alpha_beta", ["0", "0.9"], ["-0.1", "1"]),  # Adam's β₁ ∈ [0, 1)
+    ("agent.init_temperature", ["1e-3"], ["0"]),
+    ("agent.gamma", ["1e-3", "1"], ["0", "1.5"]),  # a discount in (0, 1]
+    ("agent.critic_tau", ["1e-3", "1"], ["0", "1.5"]),  # EMA rates in (0, 1]
+    ("agent.encoder_tau", ["1e-3", "1"], ["0", "1.5"]),
+    ("agent.actor_update_freq", ["1"], ["0"]),
+    ("agent.target_update_freq", ["1"], ["0"]),
+    ("agent.num_positives", ["1"], ["0"]),
+    ("agent.contrastive_encoder_steps", ["1"], ["0"]),
+    ("train.env_frames", ["1"], ["0"]),
+    ("train.eval_every_frames", ["1"], ["0"]),
+    ("train.log_every_frames", ["1"], ["0"]),
+    ("train.eval_episodes", ["1"], ["0"]),
+    ("checkpoint_every", ["1"], ["0"]),
+]
+
+
+@pytest.mark.parametrize(("key", "accepted", "refused"), BOUNDS, ids=[b[0] for b in BOUNDS])
+def test_every_bound_accepts_its_edge_and_refuses_past_it(key: str, accepted: list[str], refused: list[str]) -> None:
+    for value in accepted:
+        resolved = resolve_config(CurlTask(), preset="smoke", sets=[f"{key}={value}"])
+        section, _, name = key.rpartition(".")
+        assert float(getattr(getattr(resolved, section) if section else resolved, name)) == float(value)
+    for value in refused:
+        with pytest.raises(ConfigError, match=rf"{key}={value}: Input should be"):
+            resolve_config(CurlTask(), preset="smoke", sets=[f"{key}={value}"])
+
+
+def test_the_learning_rate_is_curls_per_domain_value_unless_set() -> None:
+    agent = resolve_config(CurlTask(), preset="paper").agent
+    assert (agent.learning_rate("cheetah"), agent.learning_rate("cartpole")) == (2e-4, 1e-3)
+    agent = resolve_config(CurlTask(), preset="paper", sets=["agent.lr=3e-3"]).agent
+    assert (agent.learning_rate("cheetah"), agent.learning_rate("cartpole")) == (3e-3, 3e-3)
