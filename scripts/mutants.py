@@ -16,7 +16,8 @@ calls; each mutant then runs only the tests that call the function it sits in (a
 which runs at import, still runs them all), and one in a function no test calls is reported ``NOT REACHED``
 without a run. Slow end-to-end tests can then stay in ``--tests``: they run only for the mutants they reach. A
 process that ends through ``os._exit`` (a forked worker) records nothing, so leave ``--by-line`` out for code that
-runs only there.
+runs only there; and a test written while the run goes on is never selected by it (re-check a survivor with
+``--lines`` once its test is in).
 
 Examples::
 
