@@ -306,3 +306,33 @@ def test_no_primary_metric_matches_no_tag():
     """A plugin without a primary metric (``""``) names no curve: the fallbacks choose it."""
     assert not is_metric_tag("eval/top1", "")
     assert choose_tag(["eval/x_std", "train/loss"], "") == "train/loss"
+
+
+def test_aggregate_curve_keeps_only_the_steps_every_curve_covers():
+    """Curves logged over different ranges are compared where all of them have values; a single shared step is
+    still a point."""
+    steps, est, _, _ = aggregate_curve([[[(0, 0.0), (10, 10.0)]], [[(5, 6.0), (20, 21.0)]]])
+    assert steps.tolist() == [5, 10] and est.tolist() == pytest.approx([5.5, 10.5])  # (5 + 6) / 2, (10 + 11) / 2
+    steps, est, _, _ = aggregate_curve([[[(0, 1.0), (10, 3.0)]], [[(10, 5.0), (20, 7.0)]]])
+    assert steps.tolist() == [10] and est.tolist() == pytest.approx([4.0])
+
+
+def test_the_band_of_a_learning_curve_is_the_mean_plus_minus_the_std_over_seeds(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    from contrastlab.experiments import plots
+
+    for seed, curve in ((1, [0.1, 0.3, 0.5]), (2, [0.3, 0.3, 0.9])):
+        write_synthetic_run(tmp_path, loss="a", seed=seed, final={"score": curve[-1]}, curve=curve)
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    bands, real_fill = [], matplotlib.axes.Axes.fill_between
+
+    def spy(self, x, low, high, *args, **kwargs):
+        bands.append((list(x), list(low), list(high)))
+        return real_fill(self, x, low, high, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "fill_between", spy)
+    plots.plot_curves(groups, tmp_path / "curves.png")
+    ((x, low, high),) = bands
+    mean, std = np.array([0.2, 0.3, 0.7]), np.array([0.1, 0.0, 0.2]) * np.sqrt(2)  # sample std of two values
+    assert x == [10, 20, 30] and low == pytest.approx(mean - std) and high == pytest.approx(mean + std)
