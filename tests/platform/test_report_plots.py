@@ -336,3 +336,48 @@ def test_the_band_of_a_learning_curve_is_the_mean_plus_minus_the_std_over_seeds(
     ((x, low, high),) = bands
     mean, std = np.array([0.2, 0.3, 0.7]), np.array([0.1, 0.0, 0.2]) * np.sqrt(2)  # sample std of two values
     assert x == [10, 20, 30] and low == pytest.approx(mean - std) and high == pytest.approx(mean + std)
+
+
+def test_final_png_marks_a_failed_configuration_and_the_metrics_direction(tmp_path, monkeypatch):
+    """A configuration with no completed seed is written "failed" in place of its bar; the y-axis arrow says
+    whether higher or lower is better."""
+    import json
+
+    from contrastlab.experiments import plots
+
+    for seed, value in ((1, 0.4), (2, 0.6)):
+        run = write_synthetic_run(tmp_path, loss="a", seed=seed, final={"score": value}, curve=[value] * 3)
+        summary = json.loads((run / "summary.json").read_text())
+        (run / "summary.json").write_text(json.dumps({**summary, "higher_is_better": False}))
+    write_synthetic_run(tmp_path, loss="b", seed=1, status="failed", error="boom")
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    assert [g.column for g in groups] == ["a", "b"]
+    saved = _figures_saved(monkeypatch)
+    plots.plot_final(groups, tmp_path / "final.png")
+    (ax,) = [ax for ax in saved[0].axes if ax.get_visible()]
+    assert [t.get_text() for t in ax.texts] == ["failed"] and ax.texts[0].get_position()[0] == 1  # b's slot
+    assert [bar.get_height() for bar in ax.patches] == pytest.approx([0.5])  # a's mean; none for b
+    assert ax.get_ylabel() == "score ↓"
+
+
+def test_the_aggregate_band_is_drawn_when_there_is_one(tmp_path, monkeypatch):
+    """Two seeds give a bootstrap band around the IQM curve; one seed has none (a NaN band is not drawn)."""
+    import matplotlib.axes
+
+    from contrastlab.experiments import plots
+
+    for seed, curve in ((1, [0.1, 0.3, 0.5]), (2, [0.3, 0.3, 0.9])):
+        write_synthetic_run(tmp_path, loss="a", seed=seed, final={"score": curve[-1]}, curve=curve)
+    write_synthetic_run(tmp_path, loss="b", seed=1, final={"score": 0.5}, curve=[0.2, 0.4, 0.5])
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    bands, real_fill = [], matplotlib.axes.Axes.fill_between
+
+    def spy(self, x, low, high, *args, **kwargs):
+        bands.append((list(x), np.asarray(low), np.asarray(high)))
+        return real_fill(self, x, low, high, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "fill_between", spy)
+    plots.plot_aggregate(groups, tmp_path / "aggregate.png")
+    ((x, low, high),) = bands  # a's band only
+    assert x == [10, 20, 30] and (low <= np.array([0.2, 0.3, 0.7]) + 1e-9).all()
+    assert (high >= np.array([0.2, 0.3, 0.7]) - 1e-9).all() and (high > low).any()
