@@ -381,3 +381,24 @@ def test_the_aggregate_band_is_drawn_when_there_is_one(tmp_path, monkeypatch):
     ((x, low, high),) = bands  # a's band only
     assert x == [10, 20, 30] and (low <= np.array([0.2, 0.3, 0.7]) + 1e-9).all()
     assert (high >= np.array([0.2, 0.3, 0.7]) - 1e-9).all() and (high > low).any()
+
+
+def test_each_configuration_has_its_own_colour(tmp_path, monkeypatch):
+    from contrastlab.experiments import plots
+
+    for loss in ("a", "b", "c"):
+        for seed in (1, 2):
+            write_synthetic_run(tmp_path, loss=loss, seed=seed, final={"score": 0.5}, curve=[0.1, 0.2 + seed, 0.4])
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    saved = _figures_saved(monkeypatch)
+    plots.plot_curves(groups, tmp_path / "curves.png")
+    plots.plot_aggregate(groups, tmp_path / "aggregate.png")
+    for fig in saved:
+        colours = [tuple(line.get_color()) for line in fig.axes[0].get_lines()]
+        assert len(colours) == 3 and len(set(colours)) == 3, colours
+
+
+def test_the_last_fallback_curve_is_the_first_tag():
+    """Neither the primary metric, an eval/ tag nor a loss: the first other tag; only dispersion tags: the first."""
+    assert choose_tag(["train/lr", "train/x"], "m") == "train/lr"
+    assert choose_tag(["eval/b_std", "eval/a_std"], "m") == "eval/a_std"
