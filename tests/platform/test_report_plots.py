@@ -247,3 +247,176 @@ def test_a_final_only_primary_falls_back_to_the_plugins_own_loss_curve():
     assert choose_tag(tags[:3], "test/accuracy") == "pretrain/loss"  # without point counts, when nothing carries it
     points["train/loss"] = 5  # train/loss still comes first where there is one
     assert choose_tag([*tags, "train/loss"], "test/accuracy", points) == "train/loss"
+
+
+def test_the_x_axis_says_environment_frames_for_rl_curves():
+    """RL plugins log against environment frames (``..._vs_env_frames``); every other curve is per step."""
+    from contrastlab.experiments.plots import _xlabel
+
+    assert _xlabel("eval/episode_return_vs_env_frames") == "environment frames"
+    assert _xlabel("train/loss") == "step"
+    assert _xlabel(None) == "step"
+
+
+def _figures_saved(monkeypatch) -> list:
+    """Every matplotlib figure saved from now on, in order."""
+    from matplotlib.figure import Figure
+
+    saved, real_savefig = [], Figure.savefig
+
+    def keep(fig, path, *args, **kwargs):
+        saved.append(fig)
+        return real_savefig(fig, path, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    return saved
+
+
+def _panel_texts(ax) -> tuple[list[str] | None, list[str]]:
+    """A panel's legend entries (``None`` without a legend) and its free texts."""
+    legend = ax.get_legend()
+    return ([t.get_text() for t in legend.get_texts()] if legend else None), [t.get_text() for t in ax.texts]
+
+
+def test_a_panel_says_when_it_has_no_curve_and_labels_the_seeds_it_averages(tmp_path, monkeypatch):
+    """A task whose runs logged no curve gets "no curves logged" instead of an empty frame; a drawn curve is
+    labelled with its configuration and seed count. The aggregate panel draws a configuration only with curves in
+    every task, and says so when none has."""
+    from contrastlab.experiments import plots
+
+    for seed in (1, 2):
+        write_synthetic_run(tmp_path, plugin="toy", loss="a", seed=seed, final={"score": 0.5}, curve=[0.1, 0.2, 0.4])
+    write_synthetic_run(tmp_path, plugin="other", loss="a", seed=1, final={"score": 0.5})  # logged nothing
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    by_row = {g.row: g for g in groups}
+    saved = _figures_saved(monkeypatch)
+    plots.plot_curves([by_row["toy"], by_row["other"]], tmp_path / "curves.png")
+    plots.plot_aggregate([by_row["toy"], by_row["other"]], tmp_path / "aggregate.png")
+    plots.plot_aggregate([by_row["toy"]], tmp_path / "aggregate_toy.png")
+    curves, aggregate, aggregate_toy = saved
+    assert _panel_texts(curves.axes[0]) == (["a (n=2)"], [])
+    assert _panel_texts(curves.axes[1]) == (None, ["no curves logged"])
+    assert _panel_texts(aggregate.axes[0]) == (None, ["no curves in every task"])
+    assert _panel_texts(aggregate_toy.axes[0]) == (["a"], [])
+
+
+@pytest.mark.parametrize(("tasks", "size"), [(1, (5.5, 4.0)), (3, (16.5, 4.0)), (4, (16.5, 8.0)), (7, (16.5, 12.0))])
+def test_task_panels_fill_rows_of_at_most_three(tasks, size):
+    """One panel per task, three to a row: a single task is one panel wide, not three."""
+    from types import SimpleNamespace
+
+    from contrastlab.experiments import plots
+
+    groups = [SimpleNamespace(row=f"task{k}", column="a") for k in range(tasks)]
+    fig, axes, rows, _ = plots._panels(groups, "title")
+    assert tuple(fig.get_size_inches()) == pytest.approx(size)
+    assert sum(ax.get_visible() for ax in axes) == tasks and rows == [f"task{k}" for k in range(tasks)]
+    plots._pyplot().close(fig)
+
+
+def test_seeds_that_meet_at_one_step_are_averaged_there_only():
+    """Two seeds whose logged ranges share a single step are compared at that step, not extrapolated over both."""
+    steps, mean, std = mean_band([[(0, 0.0), (10, 1.0)], [(10, 3.0), (20, 5.0)]])
+    assert steps.tolist() == [10] and mean.tolist() == [2.0] and std == pytest.approx([np.sqrt(2.0)])
+
+
+def test_no_primary_metric_matches_no_tag():
+    """A plugin without a primary metric (``""``) names no curve: the fallbacks choose it."""
+    assert not is_metric_tag("eval/top1", "")
+    assert choose_tag(["eval/x_std", "train/loss"], "") == "train/loss"
+
+
+def test_aggregate_curve_keeps_only_the_steps_every_curve_covers():
+    """Curves logged over different ranges are compared where all of them have values; a single shared step is
+    still a point."""
+    steps, est, _, _ = aggregate_curve([[[(0, 0.0), (10, 10.0)]], [[(5, 6.0), (20, 21.0)]]])
+    assert steps.tolist() == [5, 10] and est.tolist() == pytest.approx([5.5, 10.5])  # (5 + 6) / 2, (10 + 11) / 2
+    steps, est, _, _ = aggregate_curve([[[(0, 1.0), (10, 3.0)]], [[(10, 5.0), (20, 7.0)]]])
+    assert steps.tolist() == [10] and est.tolist() == pytest.approx([4.0])
+
+
+def test_the_band_of_a_learning_curve_is_the_mean_plus_minus_the_std_over_seeds(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    from contrastlab.experiments import plots
+
+    for seed, curve in ((1, [0.1, 0.3, 0.5]), (2, [0.3, 0.3, 0.9])):
+        write_synthetic_run(tmp_path, loss="a", seed=seed, final={"score": curve[-1]}, curve=curve)
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    bands, real_fill = [], matplotlib.axes.Axes.fill_between
+
+    def spy(self, x, low, high, *args, **kwargs):
+        bands.append((list(x), list(low), list(high)))
+        return real_fill(self, x, low, high, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "fill_between", spy)
+    plots.plot_curves(groups, tmp_path / "curves.png")
+    ((x, low, high),) = bands
+    mean, std = np.array([0.2, 0.3, 0.7]), np.array([0.1, 0.0, 0.2]) * np.sqrt(2)  # sample std of two values
+    assert x == [10, 20, 30] and low == pytest.approx(mean - std) and high == pytest.approx(mean + std)
+
+
+def test_final_png_marks_a_failed_configuration_and_the_metrics_direction(tmp_path, monkeypatch):
+    """A configuration with no completed seed is written "failed" in place of its bar; the y-axis arrow says
+    whether higher or lower is better."""
+    import json
+
+    from contrastlab.experiments import plots
+
+    for seed, value in ((1, 0.4), (2, 0.6)):
+        run = write_synthetic_run(tmp_path, loss="a", seed=seed, final={"score": value}, curve=[value] * 3)
+        summary = json.loads((run / "summary.json").read_text())
+        (run / "summary.json").write_text(json.dumps({**summary, "higher_is_better": False}))
+    write_synthetic_run(tmp_path, loss="b", seed=1, status="failed", error="boom")
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    assert [g.column for g in groups] == ["a", "b"]
+    saved = _figures_saved(monkeypatch)
+    plots.plot_final(groups, tmp_path / "final.png")
+    (ax,) = [ax for ax in saved[0].axes if ax.get_visible()]
+    assert [t.get_text() for t in ax.texts] == ["failed"] and ax.texts[0].get_position()[0] == 1  # b's slot
+    assert [bar.get_height() for bar in ax.patches] == pytest.approx([0.5])  # a's mean; none for b
+    assert ax.get_ylabel() == "score ↓"
+
+
+def test_the_aggregate_band_is_drawn_when_there_is_one(tmp_path, monkeypatch):
+    """Two seeds give a bootstrap band around the IQM curve; one seed has none (a NaN band is not drawn)."""
+    import matplotlib.axes
+
+    from contrastlab.experiments import plots
+
+    for seed, curve in ((1, [0.1, 0.3, 0.5]), (2, [0.3, 0.3, 0.9])):
+        write_synthetic_run(tmp_path, loss="a", seed=seed, final={"score": curve[-1]}, curve=curve)
+    write_synthetic_run(tmp_path, loss="b", seed=1, final={"score": 0.5}, curve=[0.2, 0.4, 0.5])
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    bands, real_fill = [], matplotlib.axes.Axes.fill_between
+
+    def spy(self, x, low, high, *args, **kwargs):
+        bands.append((list(x), np.asarray(low), np.asarray(high)))
+        return real_fill(self, x, low, high, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "fill_between", spy)
+    plots.plot_aggregate(groups, tmp_path / "aggregate.png")
+    ((x, low, high),) = bands  # a's band only
+    assert x == [10, 20, 30] and (low <= np.array([0.2, 0.3, 0.7]) + 1e-9).all()
+    assert (high >= np.array([0.2, 0.3, 0.7]) - 1e-9).all() and (high > low).any()
+
+
+def test_each_configuration_has_its_own_colour(tmp_path, monkeypatch):
+    from contrastlab.experiments import plots
+
+    for loss in ("a", "b", "c"):
+        for seed in (1, 2):
+            write_synthetic_run(tmp_path, loss=loss, seed=seed, final={"score": 0.5}, curve=[0.1, 0.2 + seed, 0.4])
+    groups = rs.group_runs([rs.load_run(d) for d in rs.find_run_dirs([tmp_path])])
+    saved = _figures_saved(monkeypatch)
+    plots.plot_curves(groups, tmp_path / "curves.png")
+    plots.plot_aggregate(groups, tmp_path / "aggregate.png")
+    for fig in saved:
+        colours = [tuple(line.get_color()) for line in fig.axes[0].get_lines()]
+        assert len(colours) == 3 and len(set(colours)) == 3, colours
+
+
+def test_the_last_fallback_curve_is_the_first_tag():
+    """Neither the primary metric, an eval/ tag nor a loss: the first other tag; only dispersion tags: the first."""
+    assert choose_tag(["train/lr", "train/x"], "m") == "train/lr"
+    assert choose_tag(["eval/b_std", "eval/a_std"], "m") == "eval/a_std"
