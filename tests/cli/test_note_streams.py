@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
+import shlex
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import contrastlab as cl
-from contrastlab.testing import fresh_plugin_manager, sigterm_must_be_handled
+from contrastlab.testing import fresh_plugin_manager, signal_self, sigterm_must_be_handled
 
 TOY_RUN = ["train", "--plugin", "toy_clusters", "--loss", "dcl", "--set", "train.steps=4", "--run-name", "r"]
 
@@ -104,8 +103,7 @@ class _StopAtTheEndModule:
 
             def train(self, config, run):
                 metrics = super().train(config, run)
-                os.kill(os.getpid(), signal.SIGTERM)
-                time.sleep(0.05)  # the handler runs
+                signal_self(signal.SIGTERM)
                 return metrics
 
         register(StopAtTheEnd)
@@ -128,7 +126,7 @@ def test_eval_of_an_unfinished_run_notes_it_and_its_resume_command_on_stderr(toy
     (run_dir / "run.json").write_text(json.dumps({**info, "status": "interrupted", "progress": 0.25}))
     result = _invoke(["eval", str(run_dir)])
     _note_on_stderr_only(result, "note: this run has not completed (status interrupted, 25% done)")
-    assert f"platform train --resume {run_dir}" in _flat(result.stderr), result.stderr
+    assert f"platform train --resume {shlex.quote(str(run_dir))}" in _flat(result.stderr), result.stderr
     assert "--resume" not in result.stdout, result.stdout
     assert f"eval.json: {run_dir / 'eval.json'}" in result.stdout.splitlines(), result.stdout  # the result: stdout
 

@@ -4,6 +4,7 @@ the seeds of each trial, the header line, what it prints at the end, and its exi
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -59,7 +60,8 @@ def test_defaults_seeds_header_and_the_closing_lines(tmp_path: Path, monkeypatch
     for name in ("trials.csv", "trials.md", "history.png", "importance.png", "best.yaml", "best.json"):
         assert f"{name:15s} {out / name}" in stdout, stdout
         assert (out / name).is_file(), name
-    assert "Train the best config:" in stdout and f"--config {out / 'best.yaml'}" in " ".join(stdout.split())
+    best = shlex.quote(str(out / "best.yaml"))  # the printed command quotes a path with a space
+    assert "Train the best config:" in stdout and f"--config {best}" in " ".join(stdout.split())
 
 
 def test_no_completed_trial_is_exit_code_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
