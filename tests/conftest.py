@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("CONTRASTLAB_PLUGINS", "")  # isolate from whatever third-party plugins are installed
 # plain text whatever the terminal (`pytest -s`) or FORCE_COLOR: consoles made at import must not colour the
@@ -57,3 +59,21 @@ def _pad_event_file_counter():
 
 
 _pad_event_file_counter()
+
+
+@pytest.fixture
+def held_by_another_process():
+    """``with held(run_dir): ...``: the run's training lock held, as by another process with pid 4242 training it."""
+    import fcntl
+    from contextlib import contextmanager
+
+    @contextmanager
+    def held(run_dir, pid: str = "4242"):
+        with open(run_dir / ".train.lock", "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            handle.truncate(0)
+            handle.write(pid)
+            handle.flush()
+            yield
+
+    return held

@@ -3,7 +3,6 @@ pipe into another program gets only the results while the notes still reach the 
 
 from __future__ import annotations
 
-import fcntl
 import json
 import shlex
 import signal
@@ -131,15 +130,11 @@ def test_eval_of_an_unfinished_run_notes_it_and_its_resume_command_on_stderr(toy
     assert f"eval.json: {run_dir / 'eval.json'}" in result.stdout.splitlines(), result.stdout  # the result: stdout
 
 
-def test_eval_of_a_run_in_training_notes_it_on_stderr(toy: None, tmp_path: Path) -> None:
+def test_eval_of_a_run_in_training_notes_it_on_stderr(toy: None, tmp_path: Path, held_by_another_process) -> None:
     run_dir = _trained(tmp_path)
     info = json.loads((run_dir / "run.json").read_text())
     (run_dir / "run.json").write_text(json.dumps({**info, "status": "running", "progress": 0.5}))
-    with open(run_dir / ".train.lock", "a+") as held:  # another process trains it
-        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        held.truncate(0)
-        held.write("4242")
-        held.flush()
+    with held_by_another_process(run_dir):  # another process trains it
         result = _invoke(["eval", str(run_dir)])
     _note_on_stderr_only(result, "note: this run is being trained now by another process (pid 4242), 50% done")
     assert "eval/nn_accuracy" in result.stdout, result.stdout

@@ -43,42 +43,31 @@ def test_eval_prints_the_run_paths_whole(toy_pm: PluginManager, tmp_path: Path) 
             assert str(run_dir) in line, out
 
 
-def test_eval_tells_a_killed_run_from_one_in_training(run_left_running: Path) -> None:
+def test_eval_tells_a_killed_run_from_one_in_training(run_left_running: Path, held_by_another_process) -> None:
     """New-user trial: a run killed outright (SIGKILL) keeps status "running" in run.json, and `platform eval` said
     "status running" of it, as of a run still training. Its note now says which it is, from the run's lock."""
-    import fcntl
-
     run_dir = run_left_running
     code, out = run_cli(["eval", str(run_dir)])
     text = " ".join(out.split())
     assert code == 0 and "status running" not in text, out
     assert "no process is training it: killed?, 50% done" in text and f"platform train --resume {run_dir}" in text
-    with open(run_dir / ".train.lock", "a+") as held:  # another process trains it
-        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        held.truncate(0)
-        held.write("4242")
-        held.flush()
+    with held_by_another_process(run_dir):  # another process trains it
         code, out = run_cli(["eval", str(run_dir)])
     text = " ".join(out.split())
     assert code == 0 and "being trained now by another process (pid 4242), 50% done" in text, out
     assert "--resume" not in text, out
 
 
-def test_eval_of_a_run_in_training_before_its_first_checkpoint_says_it_is_training(run_left_running: Path) -> None:
+def test_eval_of_a_run_in_training_before_its_first_checkpoint_says_it_is_training(run_left_running: Path,
+                                                                                   held_by_another_process) -> None:
     """New-user trial: before the first checkpoint, eval said only "has no checkpoint to evaluate", as of a run
     that saved none; once one existed it said the run was being trained now."""
-    import fcntl
-
     run_dir = run_left_running
     for checkpoint in (run_dir / "checkpoints").iterdir():
         checkpoint.unlink()
     code, out = run_cli(["eval", str(run_dir)])
     assert code == 2 and out.strip() == f"error: run {run_dir} has no checkpoint to evaluate", out
-    with open(run_dir / ".train.lock", "a+") as held:  # another process trains it
-        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        held.truncate(0)
-        held.write("4242")
-        held.flush()
+    with held_by_another_process(run_dir):  # another process trains it
         code, out = run_cli(["eval", str(run_dir)])
     assert code == 2 and " ".join(out.split()) == (f"error: run {run_dir} has no checkpoint to evaluate yet: it is "
                                                    "being trained now by another process (pid 4242)"), out
