@@ -328,10 +328,9 @@ def add_compare_commands(app: typer.Typer) -> None:
         say(f"{plan.title}: preset {plan.preset}, {cmp.count(len(plan.points), 'run')} → {out_dir}: "
             f"{counts['completed']} finished (skipped), {counts['resume']} to resume, {counts['fresh']} new; {where}; "
             f"logs in {out_dir / 'logs'}", stderr=True)
-        for line in plan.warnings:
-            err_console.print(escape(line), style="bold yellow", highlight=False, soft_wrap=True)
         pending = [p for p, s in zip(plan.points, states, strict=True) if s != "completed"]
-        for line in eta_lines(plan, pending, configs, slots, out_dir) if ray_opts is None else []:
+        eta = eta_lines(plan, pending, configs, slots, out_dir) if ray_opts is None else []
+        for line in [*plan.warnings, *eta]:
             style = "bold yellow" if line.startswith("warning:") else None
             err_console.print(escape(line), style=style, highlight=False, soft_wrap=True)
         if dry_run:

@@ -219,11 +219,12 @@ def make_tuned_plan(
     spec = {"plugin": task.name, "tuned": [str(d) for d in dirs], "losses": losses, "seeds": seed_values,
             "sets": extra, "trials": budgets}  # fmt: skip
     out = Path("compare") / f"tuned-{task.name}-{hashlib.sha1(ident.encode()).hexdigest()[:8]}"
-    shown = [f"{loss} ({cmp.count(n, 'trial')})" if isinstance(n, int) else loss
-             for loss, n in zip(losses, budgets.values(), strict=True)]
+    known = {d: n for d, n in budgets.items() if isinstance(n, int)}
+    shown = [f"{loss} ({cmp.count(known[d], 'trial')})" if d in known else loss
+             for loss, d in zip(losses, budgets, strict=True)]
     warnings = []
-    if len({n for n in budgets.values() if isinstance(n, int)}) > 1:
-        each = ", ".join(f"{d}: {n}" for d, n in budgets.items() if isinstance(n, int))
+    if len(set(known.values())) > 1:
+        each = ", ".join(f"{d}: {n}" for d, n in known.items())
         warnings.append(f"warning: the studies ran different numbers of trials ({each}); a loss tuned longer can "
                         "win by its budget alone: give every loss the same --trials")
     # rows=[]: one table row; each loss is a column labelled with its tuned values (they differ per loss)

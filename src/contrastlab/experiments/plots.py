@@ -10,7 +10,6 @@ matplotlib runs with the non-interactive Agg backend, so reports render on headl
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from contrastlab.experiments import stats as st
-from contrastlab.experiments.results import Group, RunRecord, load_curves
+from contrastlab.experiments.results import AXIS_SUFFIX, Group, RunRecord, is_training_loss_tag, load_curves
 from contrastlab.experiments.tables import verdicts
 
 
@@ -31,10 +30,6 @@ def _pyplot() -> Any:
     return plt
 
 
-_AXIS_SUFFIX = re.compile(r"_vs_[A-Za-z0-9_]+$")
-"""A tag's x-axis suffix (``eval/episode_return_vs_env_frames``: RL runs log against environment frames)."""
-
-
 def is_metric_tag(tag: str, metric: str) -> bool:
     """Whether ``tag`` is the curve of final metric ``metric``: the same name, optionally with an x-axis suffix
     (``_vs_env_frames``) and, for a metric named without a group, under any group (``eval/top1`` for ``top1``).
@@ -43,13 +38,13 @@ def is_metric_tag(tag: str, metric: str) -> bool:
     """
     if not metric:
         return False
-    base = _AXIS_SUFFIX.sub("", tag)
+    base = AXIS_SUFFIX.sub("", tag)
     return base == metric or ("/" not in metric and base.split("/")[-1] == metric)
 
 
 def _is_spread(tag: str) -> bool:
     """A dispersion tag (``..._std``), never a fallback curve."""
-    return _AXIS_SUFFIX.sub("", tag).endswith(("_std", "_var"))
+    return AXIS_SUFFIX.sub("", tag).endswith(("_std", "_var"))
 
 
 def choose_tag(tags: Iterable[str], primary: str, points: dict[str, int] | None = None) -> str | None:
@@ -88,7 +83,7 @@ def choose_tag(tags: Iterable[str], primary: str, points: dict[str, int] | None 
 
 def _loss_tags(tags: Iterable[str]) -> list[str]:
     """The training-loss curves among ``tags``: ``train/loss`` first, then a plugin's own (pu's ``pretrain/loss``)."""
-    found = [t for t in tags if _AXIS_SUFFIX.sub("", t).rsplit("/", 1)[-1] == "loss"]
+    found = [t for t in tags if is_training_loss_tag(t)]
     return sorted(found, key=lambda t: (t != "train/loss", t))
 
 

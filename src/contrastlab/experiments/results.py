@@ -134,6 +134,16 @@ def load_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return {tag: sorted(points.items()) for tag, points in curves.items()}
 
 
+AXIS_SUFFIX = re.compile(r"_vs_[A-Za-z0-9_]+$")
+"""A tag's x-axis suffix (``eval/episode_return_vs_env_frames``: RL runs log against environment frames)."""
+
+
+def is_training_loss_tag(tag: str | None) -> bool:
+    """Whether ``tag`` is a training-loss curve: ``train/loss`` or a plugin's own (pu's ``pretrain/loss``), with any
+    x-axis suffix."""
+    return bool(tag) and AXIS_SUFFIX.sub("", tag).rsplit("/", 1)[-1] == "loss"
+
+
 # ---------------------------------------------------------------------------------------------- grouping
 IQM_MIN_SEEDS = 4
 """Fewest seeds whose IQM gets a bootstrap interval: with 2–3 seeds nothing is trimmed (the IQM is the mean) and a

@@ -20,7 +20,7 @@ import numpy as np
 from contrastlab.experiments import stats as st
 from contrastlab.experiments.formatting import decimals, fmt_interval, fmt_mean_std, md_cell
 from contrastlab.experiments.paired import Paired
-from contrastlab.experiments.results import Group
+from contrastlab.experiments.results import Group, is_training_loss_tag
 
 CI_NOTE = (
     "95 % CI: Student-t interval of the mean over seeds (mean ± t·s/√n; undefined for one seed)"
@@ -244,7 +244,7 @@ def markdown(groups: Sequence[Group], curve_tags: Mapping[str, str | None] | Non
     out += _aggregate_lines(groups)
     if curve_tags:
         out += ["", "Learning curves (`curves.png`, `aggregate.png`) show, per task:"]
-        out += [f"- {r}: `{t or 'nothing logged'}`{LOSS_CURVE_NOTE if _is_loss_tag(t) else ''}"
+        out += [f"- {r}: `{t or 'nothing logged'}`{LOSS_CURVE_NOTE if is_training_loss_tag(t) else ''}"
                 for r, t in curve_tags.items()]
     out += _all_metrics_lines(groups) + _failure_lines(groups)
     return "\n".join(out) + "\n"
@@ -252,11 +252,6 @@ def markdown(groups: Sequence[Group], curve_tags: Mapping[str, str | None] | Non
 
 LOSS_CURVE_NOTE = " (a training loss: each loss and τ⁺ has its own scale, so compare the curves' shapes, not levels)"
 """Said after a loss curve in results.md (compare.md, "Which curve is drawn")."""
-
-
-def _is_loss_tag(tag: str | None) -> bool:
-    """Whether ``tag`` is a training-loss curve (``train/loss``, pu's ``pretrain/loss``, with any x-axis suffix)."""
-    return bool(tag) and tag.split("/")[-1].split("_vs_")[0] == "loss"
 
 
 def _all_metrics_lines(groups: Sequence[Group]) -> list[str]:
